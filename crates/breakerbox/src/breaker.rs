@@ -1,0 +1,291 @@
+//! The in-process circuit breaker.
+
+mod builder;
+mod count_window;
+mod engine;
+mod streak;
+mod time_window;
+mod transitions;
+mod word;
+
+pub use builder::Builder;
+pub use engine::Engine;
+
+use std::future::Future;
+use std::time::Duration;
+
+use crate::judge::{DefaultJudge, Judge};
+use crate::sync::{Arc, Ordering};
+use crate::{
+    CallError, CircuitOpen, Clock, Config, MonotonicClock, Nanos, OwnedPermit, Permit, Phase,
+    Snapshot,
+};
+use engine::EngineWindow;
+use word::epoch_tag;
+
+/// A circuit breaker shared by every thread that calls one dependency. Cloning is cheap and
+/// clones share state.
+///
+/// The closed path is an atomic load to admit and, for a success, one or two more loads to
+/// record: no lock, no allocation, no clock read unless a rule needs latency. Phase changes
+/// follow the [pure model](crate::model) and take a short lock; half-open probe slots are
+/// reserved by compare-and-swap, so no more than `max_probes` are ever in flight.
+///
+/// ```
+/// use breakerbox::{CallError, CircuitBreaker, ManualClock, Phase};
+/// use std::time::Duration;
+///
+/// let clock = ManualClock::new();
+/// let breaker = CircuitBreaker::builder()
+///     .consecutive_failures(3)
+///     .recovery_timeout(Duration::from_secs(10))
+///     .clock(clock.clone())
+///     .build()?;
+///
+/// for _ in 0..3 {
+///     let _ = breaker.call(|| Err::<(), _>("connection refused"));
+/// }
+/// match breaker.call(|| Ok::<_, &str>("not attempted")) {
+///     Err(CallError::Open(open)) => assert_eq!(open.retry_after(), Some(Duration::from_secs(10))),
+///     other => panic!("expected a rejection, got {other:?}"),
+/// }
+///
+/// clock.advance(Duration::from_secs(10));
+/// let probe = breaker.try_acquire().expect("the first probe is admitted");
+/// assert!(probe.is_probe());
+/// assert_eq!(breaker.snapshot().phase, Phase::HalfOpen);
+/// # Ok::<(), breakerbox::ConfigError>(())
+/// ```
+pub struct CircuitBreaker<C: Clock = MonotonicClock> {
+    engine: Arc<Engine<C>>,
+}
+
+impl<C: Clock> Clone for CircuitBreaker<C> {
+    fn clone(&self) -> Self {
+        CircuitBreaker {
+            engine: self.engine.clone(),
+        }
+    }
+}
+
+impl<C: Clock> std::fmt::Debug for CircuitBreaker<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let w = self.engine.load();
+        f.debug_struct("CircuitBreaker")
+            .field("name", &self.engine.name)
+            .field("phase", &w.phase())
+            .field("generation", &w.generation())
+            .finish()
+    }
+}
+
+impl CircuitBreaker<MonotonicClock> {
+    /// A builder with the defaults (see [`Config::builder`]) and the monotonic clock.
+    pub fn builder() -> Builder<MonotonicClock> {
+        Builder::new()
+    }
+
+    /// A breaker from a ready config, with the monotonic clock.
+    pub fn from_config(config: Config) -> Result<Self, crate::ConfigError> {
+        Builder::new().config(config).build()
+    }
+}
+
+impl<C: Clock> CircuitBreaker<C> {
+    pub(crate) fn from_engine(engine: Engine<C>) -> Self {
+        CircuitBreaker {
+            engine: Arc::new(engine),
+        }
+    }
+
+    /// How many handles share this breaker's state (clones and owned permits).
+    pub(crate) fn handles(&self) -> usize {
+        Arc::strong_count(&self.engine)
+    }
+
+    /// Asks to make one call. Closed admits; open rejects with [`CircuitOpen`] until the
+    /// recovery timeout is over; half-open admits at most `max_probes` probes at once.
+    #[inline]
+    pub fn try_acquire(&self) -> Result<Permit<'_, C>, CircuitOpen> {
+        let (generation, kind) = self.engine.acquire()?;
+        Ok(Permit::new(&self.engine, generation, kind, self.start()))
+    }
+
+    /// Like [`CircuitBreaker::try_acquire`], with a permit that owns a handle to the
+    /// breaker, to move into a future or another thread.
+    pub fn try_acquire_owned(&self) -> Result<OwnedPermit<C>, CircuitOpen> {
+        let (generation, kind) = self.engine.acquire()?;
+        Ok(OwnedPermit::new(
+            self.engine.clone(),
+            generation,
+            kind,
+            self.start(),
+        ))
+    }
+
+    #[inline]
+    fn start(&self) -> Nanos {
+        if self.engine.config.measures_latency() {
+            self.engine.clock.now()
+        } else {
+            Nanos::ZERO
+        }
+    }
+
+    /// Runs `f` if admitted; `Ok` is a success and `Err` a failure.
+    ///
+    /// ```
+    /// use breakerbox::CircuitBreaker;
+    /// let breaker = CircuitBreaker::builder().build().unwrap();
+    /// assert_eq!(breaker.call(|| Ok::<_, ()>(42)).unwrap(), 42);
+    /// ```
+    pub fn call<T, E, F>(&self, f: F) -> Result<T, CallError<E>>
+    where
+        F: FnOnce() -> Result<T, E>,
+    {
+        self.call_with(&DefaultJudge, f)
+    }
+
+    /// Runs `f` if admitted and records what `judge` makes of its result and latency
+    /// (measured through the breaker's clock).
+    pub fn call_with<T, E, F, J>(&self, judge: &J, f: F) -> Result<T, CallError<E>>
+    where
+        F: FnOnce() -> Result<T, E>,
+        J: Judge<T, E> + ?Sized,
+    {
+        let (generation, kind) = self.engine.acquire().map_err(CallError::Open)?;
+        let timed = judge.uses_latency() || self.engine.config.measures_latency();
+        let started = if timed {
+            self.engine.clock.now()
+        } else {
+            Nanos::ZERO
+        };
+        let permit = Permit::new(&self.engine, generation, kind, started);
+        let result = f();
+        let latency = if timed {
+            self.engine.clock.now().saturating_sub(started)
+        } else {
+            Nanos::ZERO
+        };
+        permit.finish(judge.judge(&result, latency.as_duration()), latency);
+        result.map_err(CallError::Inner)
+    }
+
+    /// Awaits `future` if admitted; `Ok` is a success and `Err` a failure. Dropping the
+    /// returned future before it completes releases the permit (and a probe's slot).
+    pub async fn call_async<T, E, F>(&self, future: F) -> Result<T, CallError<E>>
+    where
+        F: Future<Output = Result<T, E>>,
+    {
+        self.call_async_with(&DefaultJudge, future).await
+    }
+
+    /// Awaits `future` if admitted and records what `judge` makes of it.
+    pub async fn call_async_with<T, E, F, J>(&self, judge: &J, future: F) -> Result<T, CallError<E>>
+    where
+        F: Future<Output = Result<T, E>>,
+        J: Judge<T, E> + ?Sized,
+    {
+        let (generation, kind) = self.engine.acquire().map_err(CallError::Open)?;
+        let timed = judge.uses_latency() || self.engine.config.measures_latency();
+        let started = if timed {
+            self.engine.clock.now()
+        } else {
+            Nanos::ZERO
+        };
+        let permit = Permit::new(&self.engine, generation, kind, started);
+        let result = future.await;
+        let latency = if timed {
+            self.engine.clock.now().saturating_sub(started)
+        } else {
+            Nanos::ZERO
+        };
+        permit.finish(judge.judge(&result, latency.as_duration()), latency);
+        result.map_err(CallError::Inner)
+    }
+
+    /// The stored phase (changes nothing; see [`Snapshot`]).
+    pub fn phase(&self) -> Phase {
+        self.engine.load().phase()
+    }
+
+    /// The breaker's name.
+    pub fn name(&self) -> &str {
+        &self.engine.name
+    }
+
+    /// The breaker's config.
+    pub fn config(&self) -> &Config {
+        &self.engine.config
+    }
+
+    /// The breaker's clock.
+    pub fn clock(&self) -> &C {
+        &self.engine.clock
+    }
+
+    /// A view of the breaker now. Changes nothing.
+    pub fn snapshot(&self) -> Snapshot {
+        let engine = &*self.engine;
+        let now = engine.clock.now();
+        let w = engine.load();
+        let tag = epoch_tag(w.generation());
+        let closed = w.phase() == Phase::Closed;
+        let window = match (&engine.window, closed) {
+            (EngineWindow::Count(window), true) => window.counts(tag),
+            (EngineWindow::Time(window), true) => window.counts(tag, now),
+            _ => Default::default(),
+        };
+        let (failure_rate, slow_call_rate) = Snapshot::rates(window);
+        let until = engine.until.load(Ordering::Acquire);
+        let retry_after = match w.phase() {
+            Phase::Open => Some(Nanos(until).saturating_sub(now)),
+            Phase::HalfOpen => {
+                Some(Nanos(engine.deadline.load(Ordering::Acquire)).saturating_sub(now))
+            }
+            Phase::ForcedOpen if until != u64::MAX => Some(Nanos(until).saturating_sub(now)),
+            _ => None,
+        };
+        Snapshot {
+            name: engine.name.to_string(),
+            phase: w.phase(),
+            generation: w.generation(),
+            window,
+            failure_rate,
+            slow_call_rate,
+            consecutive_failures: if closed { engine.streak.get(tag) } else { 0 },
+            probes_in_flight: w.in_flight(),
+            probe_successes: w.probe_successes(),
+            trips: engine.trips(),
+            retry_after: retry_after.map(Nanos::as_duration),
+            stale_results: engine.stale.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Opens the breaker until [`CircuitBreaker::reset`].
+    pub fn force_open(&self) {
+        self.engine.manual(Phase::ForcedOpen, None);
+    }
+
+    /// Opens the breaker for `duration`; then it probes, as after an open phase.
+    pub fn force_open_for(&self, duration: Duration) {
+        let until = self.engine.clock.now().saturating_add(duration.into());
+        self.engine.manual(Phase::ForcedOpen, Some(until));
+    }
+
+    /// Admits every call and records nothing, until [`CircuitBreaker::reset`].
+    pub fn disable(&self) {
+        self.engine.manual(Phase::Disabled, None);
+    }
+
+    /// Disables the breaker for `duration`; then it closes afresh.
+    pub fn disable_for(&self, duration: Duration) {
+        let until = self.engine.clock.now().saturating_add(duration.into());
+        self.engine.manual(Phase::Disabled, Some(until));
+    }
+
+    /// Back to a fresh closed phase: new generation, empty window, no trips, no override.
+    pub fn reset(&self) {
+        self.engine.reset();
+    }
+}

@@ -1,0 +1,434 @@
+//! The in-memory engine: the hot paths, lock-free, and the state they share.
+//!
+//! Invariants:
+//! - The generation (and so the phase) changes only while `cold` is locked. Half-open
+//!   counters in the word change lock-free, by compare-and-swap on the whole word, so a
+//!   probe slot is always reserved in the generation it was checked in.
+//! - `until` and `deadline` are written before the word that makes them current is
+//!   published (release), and read after the word (acquire).
+//! - Closed-phase state (streak, window) is tagged with the closed generation, so a new
+//!   closed phase starts fresh without waiting for writers of older ones.
+
+use super::count_window::CountWindow;
+use super::streak::Streak;
+use super::time_window::TimeWindow;
+use super::word::{epoch_tag, Word};
+use crate::config::WindowKind;
+use crate::events::{EventKind, Listeners};
+use crate::model::{evaluate_trip, PermitKind, Transition, TripReason, WindowCounts};
+use crate::sync::{lock, AtomicU64, Mutex, Ordering};
+use crate::{CircuitOpen, Clock, Config, JitterSource, Nanos, Phase, Verdict};
+
+pub(crate) enum EngineWindow {
+    None,
+    Count(CountWindow),
+    Time(TimeWindow),
+}
+
+pub(crate) struct Cold {
+    pub(crate) trips: u32,
+    pub(crate) since: Nanos,
+}
+
+/// The shared state of one breaker.
+pub struct Engine<C> {
+    pub(super) word: AtomicU64,
+    pub(super) until: AtomicU64,
+    pub(super) deadline: AtomicU64,
+    pub(super) streak: Streak,
+    pub(super) window: EngineWindow,
+    pub(super) stale: AtomicU64,
+    pub(super) cold: Mutex<Cold>,
+    pub(crate) config: Config,
+    pub(crate) clock: C,
+    pub(crate) name: std::sync::Arc<str>,
+    pub(super) listeners: Listeners,
+    pub(super) jitter: Option<std::sync::Arc<dyn JitterSource>>,
+}
+
+/// A transition made under the lock, to announce once the lock is released.
+pub(super) type Pending = Option<Transition>;
+
+impl<C: Clock> Engine<C> {
+    pub(crate) fn new(
+        config: Config,
+        clock: C,
+        name: std::sync::Arc<str>,
+        listeners: Listeners,
+        jitter: Option<std::sync::Arc<dyn JitterSource>>,
+    ) -> Engine<C> {
+        let window = match config.rate.map(|rule| rule.window) {
+            None => EngineWindow::None,
+            Some(WindowKind::Count { size }) => EngineWindow::Count(CountWindow::new(size, 0)),
+            Some(kind @ WindowKind::Time { buckets, .. }) => EngineWindow::Time(TimeWindow::new(
+                kind.bucket_width().unwrap_or(Nanos(1)),
+                buckets,
+            )),
+        };
+        Engine {
+            word: AtomicU64::new(Word::new(Phase::Closed, 0).0),
+            until: AtomicU64::new(0),
+            deadline: AtomicU64::new(0),
+            streak: Streak::new(0),
+            window,
+            stale: AtomicU64::new(0),
+            cold: Mutex::new(Cold {
+                trips: 0,
+                since: Nanos::ZERO,
+            }),
+            config,
+            clock,
+            name,
+            listeners,
+            jitter,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn load(&self) -> Word {
+        Word(self.word.load(Ordering::Acquire))
+    }
+
+    // ----- acquire -------------------------------------------------------------------
+
+    /// Admits a call or says why not. Closed costs one atomic load.
+    #[inline]
+    pub(crate) fn acquire(&self) -> Result<(u64, PermitKind), CircuitOpen> {
+        let w = self.load();
+        if w.phase() == Phase::Closed {
+            return Ok((w.generation(), PermitKind::Normal));
+        }
+        self.acquire_not_closed(w)
+    }
+
+    #[inline]
+    fn acquire_not_closed(&self, w: Word) -> Result<(u64, PermitKind), CircuitOpen> {
+        match w.phase() {
+            Phase::Open | Phase::ForcedOpen => {
+                let until = self.until.load(Ordering::Acquire);
+                if until == u64::MAX {
+                    return Err(self.rejected(w.phase(), None));
+                }
+                let now = self.clock.now_coarse();
+                if now.as_u64() < until {
+                    return Err(self.rejected(w.phase(), Some(Nanos(until - now.as_u64()))));
+                }
+                self.acquire_slow(now)
+            }
+            Phase::HalfOpen => self.acquire_probe(w, self.clock.now_coarse()),
+            Phase::Disabled => {
+                let until = self.until.load(Ordering::Acquire);
+                if until == u64::MAX {
+                    return Ok((w.generation(), PermitKind::Passthrough));
+                }
+                let now = self.clock.now_coarse();
+                if now.as_u64() < until {
+                    return Ok((w.generation(), PermitKind::Passthrough));
+                }
+                self.acquire_slow(now)
+            }
+            Phase::Closed => Ok((w.generation(), PermitKind::Normal)),
+        }
+    }
+
+    fn acquire_probe(&self, mut w: Word, now: Nanos) -> Result<(u64, PermitKind), CircuitOpen> {
+        loop {
+            if w.phase() != Phase::HalfOpen {
+                return self.acquire();
+            }
+            let deadline = self.deadline.load(Ordering::Acquire);
+            if now.as_u64() >= deadline {
+                return self.acquire_slow(now);
+            }
+            if w.in_flight() >= self.config.max_probes {
+                return Err(self.rejected(Phase::HalfOpen, Some(Nanos(deadline - now.as_u64()))));
+            }
+            let next = w.with_in_flight(w.in_flight() + 1);
+            match self
+                .word
+                .compare_exchange_weak(w.0, next.0, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return Ok((w.generation(), PermitKind::Probe)),
+                Err(actual) => w = Word(actual),
+            }
+        }
+    }
+
+    /// Acquire when something is due: under the lock, apply it, then decide.
+    fn acquire_slow(&self, now: Nanos) -> Result<(u64, PermitKind), CircuitOpen> {
+        let mut pending: Pending = None;
+        let decision = {
+            let mut cold = lock(&self.cold);
+            let w = self.settle_locked(&mut cold, now, &mut pending);
+            match w.phase() {
+                Phase::Closed => Ok((w.generation(), PermitKind::Normal)),
+                Phase::Disabled => Ok((w.generation(), PermitKind::Passthrough)),
+                Phase::Open | Phase::ForcedOpen => {
+                    let until = self.until.load(Ordering::Acquire);
+                    if now.as_u64() >= until {
+                        let w = self.enter_half_open_locked(&mut cold, w, now, &mut pending);
+                        Ok((w.generation(), PermitKind::Probe))
+                    } else if until == u64::MAX {
+                        Err((w.phase(), None))
+                    } else {
+                        Err((w.phase(), Some(Nanos(until - now.as_u64()))))
+                    }
+                }
+                Phase::HalfOpen => {
+                    let deadline = Nanos(self.deadline.load(Ordering::Acquire));
+                    let mut w = w;
+                    loop {
+                        if w.in_flight() >= self.config.max_probes {
+                            break Err((Phase::HalfOpen, Some(deadline.saturating_sub(now))));
+                        }
+                        let next = w.with_in_flight(w.in_flight() + 1);
+                        match self.word.compare_exchange(
+                            w.0,
+                            next.0,
+                            Ordering::AcqRel,
+                            Ordering::Acquire,
+                        ) {
+                            Ok(_) => break Ok((w.generation(), PermitKind::Probe)),
+                            Err(actual) => w = Word(actual),
+                        }
+                    }
+                }
+            }
+        };
+        self.announce(pending);
+        decision.map_err(|(phase, retry)| self.rejected(phase, retry))
+    }
+
+    #[inline]
+    fn rejected(&self, phase: Phase, retry_after: Option<Nanos>) -> CircuitOpen {
+        let open = CircuitOpen::new(phase, retry_after.map(Nanos::as_duration));
+        if self.listeners.active() {
+            self.listeners.emit(&self.name, EventKind::Rejected(open));
+        }
+        open
+    }
+
+    // ----- outcomes ------------------------------------------------------------------
+
+    /// Records the verdict of a permit of `generation` and `kind`.
+    #[inline]
+    pub(crate) fn record(
+        &self,
+        generation: u64,
+        kind: PermitKind,
+        verdict: Verdict,
+        latency: Nanos,
+    ) {
+        match kind {
+            PermitKind::Normal => self.record_closed(generation, verdict, latency),
+            PermitKind::Probe => self.record_probe(generation, verdict, latency),
+            PermitKind::Passthrough => self.release(generation, kind),
+        }
+    }
+
+    #[inline]
+    fn record_closed(&self, generation: u64, verdict: Verdict, latency: Nanos) {
+        let w = self.load();
+        if w.generation() != generation || w.phase() != Phase::Closed {
+            return self.stale_after_settling(w, generation);
+        }
+        if verdict == Verdict::Ignore {
+            return;
+        }
+        let tag = epoch_tag(generation);
+        let failed = verdict == Verdict::Failure;
+        let slow = self.config.is_slow(latency);
+        let streak = if failed {
+            match self.streak.failure(tag) {
+                Some(run) => run,
+                None => return self.stale(generation),
+            }
+        } else {
+            self.streak.success(tag);
+            0
+        };
+        let counts = match &self.window {
+            EngineWindow::None => None,
+            EngineWindow::Count(window) => window.record(tag, failed, slow),
+            EngineWindow::Time(window) => window.record(tag, failed, slow, self.clock.now()),
+        };
+        if failed || counts.is_some() {
+            if let Some(reason) = evaluate_trip(
+                &self.config,
+                streak,
+                counts.unwrap_or(WindowCounts::default()),
+            ) {
+                self.trip(generation, reason);
+            }
+        }
+    }
+
+    #[cold]
+    fn stale_after_settling(&self, w: Word, generation: u64) {
+        let w = self.settle(w, self.clock.now());
+        if w.generation() != generation {
+            self.stale(generation);
+        }
+    }
+
+    #[cold]
+    fn trip(&self, generation: u64, reason: TripReason) {
+        let now = self.clock.now();
+        let mut pending: Pending = None;
+        {
+            let mut cold = lock(&self.cold);
+            let w = self.load();
+            if w.generation() == generation && w.phase() == Phase::Closed {
+                self.reopen_locked(
+                    &mut cold,
+                    w,
+                    now,
+                    crate::model::TransitionReason::Tripped(reason),
+                    &mut pending,
+                );
+            }
+        }
+        self.announce(pending);
+    }
+
+    fn record_probe(&self, generation: u64, verdict: Verdict, latency: Nanos) {
+        let now = self.clock.now();
+        let mut w = self.settle(self.load(), now);
+        if w.generation() != generation {
+            return self.stale(generation);
+        }
+        if w.phase() != Phase::HalfOpen {
+            return;
+        }
+        let verdict = match verdict {
+            Verdict::Success if self.config.is_slow(latency) => Verdict::Failure,
+            verdict => verdict,
+        };
+        match verdict {
+            Verdict::Ignore => self.free_slot(w, generation),
+            Verdict::Failure => self.locked_probe_end(generation, now, false),
+            Verdict::Success => loop {
+                if w.generation() != generation {
+                    return self.stale(generation);
+                }
+                let successes = w.probe_successes() + 1;
+                if successes >= self.config.required_successes {
+                    return self.locked_probe_end(generation, now, true);
+                }
+                let next = w
+                    .with_in_flight(w.in_flight().saturating_sub(1))
+                    .with_probe_successes(successes);
+                match self.word.compare_exchange_weak(
+                    w.0,
+                    next.0,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => return,
+                    Err(actual) => w = Word(actual),
+                }
+            },
+        }
+    }
+
+    /// A probe's result that changes the phase: close on the last required success, re-open
+    /// on a failure.
+    fn locked_probe_end(&self, generation: u64, now: Nanos, success: bool) {
+        let mut pending: Pending = None;
+        let current = {
+            let mut cold = lock(&self.cold);
+            let w = self.settle_locked(&mut cold, now, &mut pending);
+            let current = w.generation() == generation && w.phase() == Phase::HalfOpen;
+            if current && success {
+                self.enter_closed_locked(
+                    &mut cold,
+                    w,
+                    now,
+                    crate::model::TransitionReason::ProbesSucceeded,
+                    &mut pending,
+                );
+                cold.trips = 0;
+            } else if current {
+                self.reopen_locked(
+                    &mut cold,
+                    w,
+                    now,
+                    crate::model::TransitionReason::ProbeFailed,
+                    &mut pending,
+                );
+            }
+            current
+        };
+        self.announce(pending);
+        if !current {
+            self.stale(generation);
+        }
+    }
+
+    fn free_slot(&self, mut w: Word, generation: u64) {
+        loop {
+            if w.generation() != generation {
+                return self.stale(generation);
+            }
+            let next = w.with_in_flight(w.in_flight().saturating_sub(1));
+            match self
+                .word
+                .compare_exchange_weak(w.0, next.0, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return,
+                Err(actual) => w = Word(actual),
+            }
+        }
+    }
+
+    /// A permit dropped without a verdict: a probe frees its slot; others change nothing.
+    pub(crate) fn release(&self, generation: u64, kind: PermitKind) {
+        let w = self.load();
+        let w = match w.phase() {
+            Phase::HalfOpen | Phase::Disabled => self.settle(w, self.clock.now()),
+            _ => w,
+        };
+        if w.generation() != generation {
+            return self.stale(generation);
+        }
+        if kind == PermitKind::Probe && w.phase() == Phase::HalfOpen {
+            self.free_slot(w, generation);
+        }
+    }
+
+    #[cold]
+    fn stale(&self, generation: u64) {
+        self.stale.fetch_add(1, Ordering::Relaxed);
+        if self.listeners.active() {
+            self.listeners
+                .emit(&self.name, EventKind::StaleResult { generation });
+        }
+    }
+
+    /// Rule 1 for operations other than acquire: applies a due half-open timeout or
+    /// override expiry, and returns the word after it.
+    fn settle(&self, w: Word, now: Nanos) -> Word {
+        let due = match w.phase() {
+            Phase::HalfOpen => now.as_u64() >= self.deadline.load(Ordering::Acquire),
+            Phase::Disabled => now.as_u64() >= self.until.load(Ordering::Acquire),
+            _ => false,
+        };
+        if !due {
+            return w;
+        }
+        let mut pending: Pending = None;
+        let w = {
+            let mut cold = lock(&self.cold);
+            self.settle_locked(&mut cold, now, &mut pending)
+        };
+        self.announce(pending);
+        w
+    }
+
+    pub(super) fn announce(&self, pending: Pending) {
+        if let Some(transition) = pending {
+            self.listeners
+                .emit(&self.name, EventKind::Transition(transition));
+        }
+    }
+}

@@ -1,0 +1,64 @@
+//! The closed phase's run of consecutive failures, tagged with the phase's epoch so a new
+//! closed phase starts at zero and writers from older phases change nothing.
+
+use super::word::tag_is_newer;
+use crate::sync::{AtomicU64, Ordering};
+
+const COUNT_MASK: u64 = (1 << 48) - 1;
+
+pub(crate) struct Streak(AtomicU64);
+
+impl Streak {
+    pub(crate) fn new(tag: u64) -> Streak {
+        Streak(AtomicU64::new(tag << 48))
+    }
+
+    pub(crate) fn reset(&self, tag: u64) {
+        self.0.store(tag << 48, Ordering::Release);
+    }
+
+    /// The run in phase `tag`.
+    pub(crate) fn get(&self, tag: u64) -> u32 {
+        let word = self.0.load(Ordering::Acquire);
+        if word >> 48 == tag {
+            (word & COUNT_MASK).min(u64::from(u32::MAX)) as u32
+        } else {
+            0
+        }
+    }
+
+    /// A failure: returns the new run, or `None` for a writer from an older phase.
+    pub(crate) fn failure(&self, tag: u64) -> Option<u32> {
+        let mut word = self.0.load(Ordering::Acquire);
+        loop {
+            let current = word >> 48;
+            let run = if current == tag {
+                word & COUNT_MASK
+            } else if tag_is_newer(current, tag) {
+                return None;
+            } else {
+                0
+            };
+            let next = (tag << 48) | (run + 1).min(COUNT_MASK);
+            match self
+                .0
+                .compare_exchange_weak(word, next, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return Some((run + 1).min(u64::from(u32::MAX)) as u32),
+                Err(actual) => word = actual,
+            }
+        }
+    }
+
+    /// A success ends the run. Costs one load when there is no run to end.
+    pub(crate) fn success(&self, tag: u64) {
+        let word = self.0.load(Ordering::Relaxed);
+        if word >> 48 == tag && word & COUNT_MASK != 0 {
+            let _ = self
+                .0
+                .compare_exchange(word, tag << 48, Ordering::AcqRel, Ordering::Relaxed);
+            // A lost race means a failure landed in between; the streak it left stands,
+            // as it would if the success had come first.
+        }
+    }
+}

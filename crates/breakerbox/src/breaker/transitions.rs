@@ -1,0 +1,156 @@
+//! Phase changes. Every function here runs with `cold` locked; the lock serialises
+//! generations, while half-open counters may still move lock-free, which is why the word is
+//! published by compare-and-swap.
+
+use super::engine::{Cold, Engine, Pending};
+use super::word::{epoch_tag, Word};
+use crate::model::{Transition, TransitionReason};
+use crate::sync::{lock, Ordering};
+use crate::{Clock, Nanos, Phase};
+
+impl<C: Clock> Engine<C> {
+    /// Rule 1: a timed-out half-open re-opens; an expired `disable` closes.
+    pub(super) fn settle_locked(&self, cold: &mut Cold, now: Nanos, pending: &mut Pending) -> Word {
+        let w = self.load();
+        match w.phase() {
+            Phase::HalfOpen if now.as_u64() >= self.deadline.load(Ordering::Acquire) => {
+                self.reopen_locked(cold, w, now, TransitionReason::HalfOpenTimedOut, pending)
+            }
+            Phase::Disabled if now.as_u64() >= self.until.load(Ordering::Acquire) => {
+                self.enter_closed_locked(cold, w, now, TransitionReason::OverrideExpired, pending)
+            }
+            _ => w,
+        }
+    }
+
+    /// Rule 9: every re-open is a trip; the cool-down grows with consecutive trips.
+    pub(super) fn reopen_locked(
+        &self,
+        cold: &mut Cold,
+        w: Word,
+        now: Nanos,
+        reason: TransitionReason,
+        pending: &mut Pending,
+    ) -> Word {
+        cold.trips = cold.trips.saturating_add(1);
+        let sample = match &self.jitter {
+            Some(source) if self.config.jitter > 0.0 => source.sample(),
+            _ => 0.0,
+        };
+        let open_for = self.config.open_duration(cold.trips, sample);
+        self.until
+            .store(now.saturating_add(open_for).as_u64(), Ordering::Release);
+        cold.since = now;
+        self.publish(w, w.next(Phase::Open), reason, pending)
+    }
+
+    /// Open (or an expired forced open) to half-open; the caller takes the first slot.
+    pub(super) fn enter_half_open_locked(
+        &self,
+        cold: &mut Cold,
+        w: Word,
+        now: Nanos,
+        pending: &mut Pending,
+    ) -> Word {
+        let timeout = Nanos::from_duration(self.config.half_open_timeout);
+        self.deadline
+            .store(now.saturating_add(timeout).as_u64(), Ordering::Release);
+        self.until.store(0, Ordering::Release);
+        cold.since = now;
+        let next = w.next(Phase::HalfOpen).with_in_flight(1);
+        self.publish(w, next, TransitionReason::CooldownElapsed, pending);
+        next
+    }
+
+    /// A fresh closed phase: new generation, empty window and streak.
+    pub(super) fn enter_closed_locked(
+        &self,
+        cold: &mut Cold,
+        w: Word,
+        now: Nanos,
+        reason: TransitionReason,
+        pending: &mut Pending,
+    ) -> Word {
+        let next = w.next(Phase::Closed);
+        let tag = epoch_tag(next.generation());
+        self.streak.reset(tag);
+        match &self.window {
+            super::engine::EngineWindow::None => {}
+            super::engine::EngineWindow::Count(window) => window.reset(tag),
+            super::engine::EngineWindow::Time(_) => {}
+        }
+        self.until.store(0, Ordering::Release);
+        cold.since = now;
+        self.publish(w, next, reason, pending)
+    }
+
+    /// Replaces the word of `from`'s generation by `next`, whatever the half-open counters
+    /// did meanwhile.
+    fn publish(
+        &self,
+        from: Word,
+        next: Word,
+        reason: TransitionReason,
+        pending: &mut Pending,
+    ) -> Word {
+        let mut current = from.0;
+        loop {
+            match self.word.compare_exchange_weak(
+                current,
+                next.0,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => break,
+                Err(actual) => current = actual,
+            }
+        }
+        *pending = Some(Transition {
+            from: from.phase(),
+            to: next.phase(),
+            generation: next.generation(),
+            reason,
+        });
+        next
+    }
+
+    /// Rule 11: force open or disable from any phase; a new generation only when the phase
+    /// changes. `until` is when the override expires (`None`: never).
+    pub(crate) fn manual(&self, to: Phase, until: Option<Nanos>) {
+        let now = self.clock.now();
+        let until = until.map_or(u64::MAX, Nanos::as_u64);
+        let reason = if to == Phase::ForcedOpen {
+            TransitionReason::ForcedOpen
+        } else {
+            TransitionReason::Disabled
+        };
+        let mut pending: Pending = None;
+        {
+            let mut cold = lock(&self.cold);
+            let w = self.load();
+            self.until.store(until, Ordering::Release);
+            if w.phase() != to {
+                cold.since = now;
+                self.publish(w, w.next(to), reason, &mut pending);
+            }
+        }
+        self.announce(pending);
+    }
+
+    /// Rule 11: back to a fresh closed phase, always with a new generation.
+    pub(crate) fn reset(&self) {
+        let now = self.clock.now();
+        let mut pending: Pending = None;
+        {
+            let mut cold = lock(&self.cold);
+            let w = self.load();
+            self.enter_closed_locked(&mut cold, w, now, TransitionReason::Reset, &mut pending);
+            cold.trips = 0;
+        }
+        self.announce(pending);
+    }
+
+    pub(crate) fn trips(&self) -> u32 {
+        lock(&self.cold).trips
+    }
+}

@@ -1,0 +1,146 @@
+//! A breaker's validated configuration.
+
+use std::time::Duration;
+
+use crate::{ConfigError, Nanos};
+
+mod builder;
+mod rate;
+
+pub use builder::ConfigBuilder;
+pub use rate::Rate;
+
+/// Which calls a rate rule looks at.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum WindowKind {
+    /// The last `size` non-ignored calls.
+    Count {
+        /// How many calls the window holds.
+        size: u32,
+    },
+    /// The calls of the last `duration`, in `buckets` buckets of `duration / buckets`
+    /// aligned to the clock's zero.
+    Time {
+        /// The window's length.
+        duration: Duration,
+        /// How many buckets it is cut into.
+        buckets: u32,
+    },
+}
+
+impl WindowKind {
+    /// The width of one bucket of a time window, in nanoseconds.
+    pub fn bucket_width(&self) -> Option<Nanos> {
+        match *self {
+            WindowKind::Count { .. } => None,
+            WindowKind::Time { duration, buckets } => Some(Nanos(
+                Nanos::from_duration(duration).as_u64() / u64::from(buckets.max(1)),
+            )),
+        }
+    }
+}
+
+/// Trip when the failure rate or slow-call rate over a window reaches a threshold.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct RateRule {
+    /// The window the rates are computed over.
+    pub window: WindowKind,
+    /// Trip when `failures / calls >= failure_rate`.
+    pub failure_rate: Option<Rate>,
+    /// Trip when `slow calls / calls >= slow_rate`.
+    pub slow_rate: Option<Rate>,
+    /// No rate is judged before the window holds this many calls.
+    pub min_calls: u32,
+}
+
+/// Everything that decides a breaker's behaviour. Build one with [`Config::builder`]; the
+/// fields are public for reading and for engines that implement the model.
+///
+/// ```
+/// use breakerbox::Config;
+/// use std::time::Duration;
+///
+/// let config = Config::builder()
+///     .consecutive_failures(5)
+///     .failure_rate(0.5)
+///     .count_window(100)
+///     .min_calls(20)
+///     .recovery_timeout(Duration::from_secs(10))
+///     .build()
+///     .unwrap();
+/// assert_eq!(config.required_successes, 2);
+///
+/// let err = Config::builder().failure_rate(1.5).build().unwrap_err();
+/// assert_eq!(err.field(), "failure_rate");
+/// assert!(err.to_string().contains("1.5"));
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// Trip after this many consecutive failures in closed.
+    pub consecutive_failures: Option<u32>,
+    /// Trip on a failure or slow-call rate.
+    pub rate: Option<RateRule>,
+    /// A call is slow when its latency is strictly above this. Slow calls count in the slow
+    /// rate, and a slow probe success is a probe failure.
+    pub slow_call_threshold: Option<Duration>,
+    /// How long the first trip keeps the breaker open.
+    pub recovery_timeout: Duration,
+    /// Each further consecutive trip multiplies the open duration by this (1 = no backoff).
+    pub backoff_multiplier: f64,
+    /// The open duration never exceeds this.
+    pub max_open_duration: Duration,
+    /// The open duration is shortened by up to this fraction, at random (0 = no jitter).
+    pub jitter: f64,
+    /// At most this many probes are in flight in half-open.
+    pub max_probes: u32,
+    /// Half-open closes after this many consecutive probe successes.
+    pub required_successes: u32,
+    /// A half-open phase not confirmed within this re-opens.
+    pub half_open_timeout: Duration,
+}
+
+impl Config {
+    /// A builder with the defaults: 5 consecutive failures, 30 s recovery, one probe, two
+    /// successes to close, a 30 s half-open timeout.
+    pub fn builder() -> ConfigBuilder {
+        ConfigBuilder::default()
+    }
+
+    /// How long the `trips`-th consecutive trip keeps the breaker open, before jitter:
+    /// `min(max_open_duration, recovery_timeout * multiplier^(trips-1))`, computed by
+    /// repeated multiplication in `f64` so every engine (Lua included) gets the same value.
+    pub fn open_duration(&self, trips: u32, jitter_sample: f64) -> Nanos {
+        let cap = Nanos::from_duration(self.max_open_duration).as_u64() as f64;
+        let mut d = Nanos::from_duration(self.recovery_timeout).as_u64() as f64;
+        let mut k = 1;
+        while k < trips && d < cap {
+            d *= self.backoff_multiplier;
+            k += 1;
+        }
+        if d > cap {
+            d = cap;
+        }
+        if self.jitter > 0.0 {
+            let r = jitter_sample.clamp(0.0, 1.0);
+            d *= 1.0 - self.jitter * r;
+        }
+        Nanos(d.floor() as u64)
+    }
+
+    /// Whether outcomes need a latency (a slow-call rule is configured).
+    pub fn measures_latency(&self) -> bool {
+        self.slow_call_threshold.is_some()
+    }
+
+    /// Whether `latency` is slow under this config.
+    pub fn is_slow(&self, latency: Nanos) -> bool {
+        match self.slow_call_threshold {
+            Some(threshold) => latency > Nanos::from_duration(threshold),
+            None => false,
+        }
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        builder::validate(self)
+    }
+}

@@ -1,0 +1,145 @@
+//! The values a breaker answers with when it says no, and configuration errors.
+
+use std::error::Error;
+use std::fmt;
+use std::time::Duration;
+
+use crate::Phase;
+
+/// A call was rejected without being attempted. Cheap to create and copy: no allocation.
+///
+/// ```
+/// use breakerbox::{CircuitBreaker, Phase};
+/// let breaker = CircuitBreaker::builder().build().unwrap();
+/// breaker.force_open();
+/// let rejected = breaker.try_acquire().unwrap_err();
+/// assert_eq!(rejected.phase(), Phase::ForcedOpen);
+/// assert_eq!(rejected.retry_after(), None);
+/// ```
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct CircuitOpen {
+    phase: Phase,
+    retry_after: Option<Duration>,
+}
+
+impl CircuitOpen {
+    /// A rejection in `phase`.
+    pub const fn new(phase: Phase, retry_after: Option<Duration>) -> CircuitOpen {
+        CircuitOpen { phase, retry_after }
+    }
+
+    /// The phase the breaker is in after the rejected acquire.
+    pub const fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    /// When a retry may be admitted, if known: the rest of the open phase, the time left to
+    /// the half-open deadline when every probe slot is taken, or the rest of an expiring
+    /// manual override.
+    pub const fn retry_after(&self) -> Option<Duration> {
+        self.retry_after
+    }
+}
+
+impl fmt::Display for CircuitOpen {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "circuit breaker rejected the call ({})", self.phase)?;
+        if let Some(after) = self.retry_after {
+            write!(f, "; retry after {after:?}")?;
+        }
+        Ok(())
+    }
+}
+
+impl Error for CircuitOpen {}
+
+/// The result of a protected call: rejected by the breaker, or the call's own error.
+#[derive(Debug, PartialEq, Eq)]
+pub enum CallError<E> {
+    /// The breaker rejected the call; it was not attempted.
+    Open(CircuitOpen),
+    /// The call ran and returned this error.
+    Inner(E),
+}
+
+impl<E> CallError<E> {
+    /// The call's own error, if it ran.
+    pub fn into_inner(self) -> Option<E> {
+        match self {
+            CallError::Open(_) => None,
+            CallError::Inner(e) => Some(e),
+        }
+    }
+
+    /// The rejection, if the call was rejected.
+    pub fn rejection(&self) -> Option<CircuitOpen> {
+        match self {
+            CallError::Open(open) => Some(*open),
+            CallError::Inner(_) => None,
+        }
+    }
+}
+
+impl<E: fmt::Display> fmt::Display for CallError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CallError::Open(open) => open.fmt(f),
+            CallError::Inner(e) => e.fmt(f),
+        }
+    }
+}
+
+impl<E: Error + 'static> Error for CallError<E> {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            CallError::Open(open) => Some(open),
+            CallError::Inner(e) => Some(e),
+        }
+    }
+}
+
+/// A configuration value was refused. Names the field, the value and what was expected.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    field: &'static str,
+    value: String,
+    expected: &'static str,
+}
+
+impl ConfigError {
+    /// An error for `field` holding `value`, which should have been `expected`.
+    pub fn new(field: &'static str, value: impl fmt::Display, expected: &'static str) -> Self {
+        ConfigError {
+            field,
+            value: value.to_string(),
+            expected,
+        }
+    }
+
+    /// The offending field's name, as the builder method (and config file key) spells it.
+    pub fn field(&self) -> &'static str {
+        self.field
+    }
+
+    /// The offending value, as given.
+    pub fn value(&self) -> &str {
+        &self.value
+    }
+
+    /// What would have been accepted.
+    pub fn expected(&self) -> &'static str {
+        self.expected
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "invalid value {} for `{}`: expected {}",
+            self.value, self.field, self.expected
+        )
+    }
+}
+
+impl Error for ConfigError {}

@@ -1,0 +1,80 @@
+//! # breakerbox
+//!
+//! Circuit breakers for Rust services: stop hammering a failing dependency, fail fast,
+//! probe carefully, and come back only when it is truly healthy.
+//!
+//! - **One pure [model]** decides every state change: closed, open, half-open, plus the
+//!   manual forced-open and disabled. Engines (this crate's in-memory
+//!   [`CircuitBreaker`], the Redis engine of `breakerbox-redis`) implement it and are
+//!   tested against it.
+//! - **Trip policies** that combine: consecutive failures; failure rate and slow-call
+//!   rate over a count window that really slides, or a time window of buckets; a minimum
+//!   number of calls before a rate is judged.
+//! - **Careful half-open**: at most `max_probes` probes in flight, reserved by
+//!   compare-and-swap at admission; close after `required_successes` consecutive
+//!   successes; any probe failure re-opens; a half-open phase not confirmed within
+//!   `half_open_timeout` re-opens, so lost probes cannot wedge it.
+//! - **Permits** are RAII and carry their generation: a late result from an older phase
+//!   changes nothing; a dropped permit (a cancelled future) frees its slot.
+//! - **Time** comes from an injected [`Clock`]; [`ManualClock`] is public so you can test
+//!   your own code deterministically.
+//! - **No lock on the hot path**: admitting a call in closed is one atomic load.
+//!
+//! ## Quick start
+//!
+//! ```
+//! use breakerbox::{CallError, CircuitBreaker};
+//! use std::time::Duration;
+//!
+//! let breaker = CircuitBreaker::builder()
+//!     .name("payments")
+//!     .consecutive_failures(5)
+//!     .recovery_timeout(Duration::from_secs(30))
+//!     .build()?;
+//!
+//! match breaker.call(|| Ok::<_, std::io::Error>("charged")) {
+//!     Ok(receipt) => println!("{receipt}"),
+//!     Err(CallError::Open(open)) => println!("payments is down; retry in {:?}", open.retry_after()),
+//!     Err(CallError::Inner(error)) => println!("payments failed: {error}"),
+//! }
+//! # Ok::<(), breakerbox::ConfigError>(())
+//! ```
+//!
+//! ## Features
+//!
+//! | feature   | default | what it adds                                             |
+//! |-----------|---------|----------------------------------------------------------|
+//! | `tracing` | no      | every event (transition, rejection, stale result) is emitted through `tracing` |
+//!
+//! The crate has no I/O and no async runtime; adapters (HTTP judging, tower, reqwest,
+//! Redis) live in their own crates.
+
+mod breaker;
+mod clock;
+pub mod config;
+mod error;
+mod events;
+mod jitter;
+mod judge;
+pub mod model;
+mod permit;
+mod phase;
+#[cfg(not(loom))]
+mod registry;
+mod snapshot;
+mod sync;
+mod verdict;
+
+pub use breaker::{Builder, CircuitBreaker};
+pub use clock::{Clock, ManualClock, MonotonicClock, Nanos};
+pub use config::{Config, ConfigBuilder, Rate};
+pub use error::{CallError, CircuitOpen, ConfigError};
+pub use events::{Event, EventKind, Listener};
+pub use jitter::{JitterSource, SplitMix};
+pub use judge::{DefaultJudge, FnJudge, Judge, SlowerThan};
+pub use permit::{OwnedPermit, Permit};
+pub use phase::Phase;
+#[cfg(not(loom))]
+pub use registry::{Registry, RegistryFull};
+pub use snapshot::Snapshot;
+pub use verdict::Verdict;

@@ -1,0 +1,509 @@
+//! The pure transition model: `(state, operation, now, config) -> (state, decision)`.
+//!
+//! This is the contract every engine implements (the in-memory [`CircuitBreaker`] and the
+//! Redis Lua scripts) and the oracle their tests are held against. It has no atomics, no
+//! clock and no randomness: time and the jitter sample are arguments. It is written to be
+//! ported line by line; see DESIGN.md, "Precise rules", which it follows rule by rule.
+//!
+//! ```
+//! use breakerbox::model::{Decision, ModelState, Operation, PermitKind};
+//! use breakerbox::{Config, Nanos, Phase, Verdict};
+//!
+//! let config = Config::builder().consecutive_failures(1).build().unwrap();
+//! let mut state = ModelState::new(&config);
+//! let step = state.apply(Operation::Acquire, Nanos(0), &config, 0.0);
+//! let Decision::Admitted { generation, kind } = step.decision else { panic!() };
+//! let outcome = Operation::Outcome { generation, kind, verdict: Verdict::Failure, latency: Nanos(5) };
+//! let step = state.apply(outcome, Nanos(10), &config, 0.0);
+//! assert_eq!(state.phase, Phase::Open);
+//! assert_eq!(step.transition.unwrap().to, Phase::Open);
+//! ```
+//!
+//! [`CircuitBreaker`]: crate::CircuitBreaker
+
+mod policy;
+mod window;
+
+pub use policy::{evaluate_trip, TripReason, WindowCounts};
+pub use window::ModelWindow;
+
+use crate::{Config, Nanos, Phase, Verdict};
+
+/// What a permit is for.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum PermitKind {
+    /// A call in closed; its outcome goes into the window.
+    Normal,
+    /// A half-open probe holding one of the `max_probes` slots.
+    Probe,
+    /// A call while disabled; nothing is recorded.
+    Passthrough,
+}
+
+/// One operation on a breaker.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum Operation {
+    /// Ask to make a call.
+    Acquire,
+    /// Report the verdict of a call admitted with a permit of `generation` and `kind`.
+    Outcome {
+        /// The permit's generation.
+        generation: u64,
+        /// The permit's kind.
+        kind: PermitKind,
+        /// How the call was judged.
+        verdict: Verdict,
+        /// How long it took.
+        latency: Nanos,
+    },
+    /// A permit was dropped without a verdict (e.g. a cancelled future).
+    Release {
+        /// The permit's generation.
+        generation: u64,
+        /// The permit's kind.
+        kind: PermitKind,
+    },
+    /// An operator opens the breaker, until `until` if given.
+    ForceOpen {
+        /// When the override expires (the breaker then probes, as after an open phase).
+        until: Option<Nanos>,
+    },
+    /// An operator disables the breaker, until `until` if given.
+    Disable {
+        /// When the override expires (the breaker then closes).
+        until: Option<Nanos>,
+    },
+    /// An operator resets the breaker to a fresh closed state.
+    Reset,
+}
+
+/// What an operation decided.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// The call may go ahead with a permit of this generation and kind.
+    Admitted {
+        /// The permit's generation.
+        generation: u64,
+        /// The permit's kind.
+        kind: PermitKind,
+    },
+    /// The call is rejected.
+    Rejected {
+        /// The phase after the operation.
+        phase: Phase,
+        /// When to retry, if known.
+        retry_after: Option<Nanos>,
+    },
+    /// The outcome or release was applied.
+    Recorded,
+    /// The outcome or release belonged to an older generation and changed nothing.
+    Stale,
+    /// A manual operation was applied.
+    Done,
+}
+
+/// Why the phase changed.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum TransitionReason {
+    /// The closed-phase policy tripped.
+    Tripped(TripReason),
+    /// The open phase (or a forced-open override) ran out and an acquire came.
+    CooldownElapsed,
+    /// A probe failed.
+    ProbeFailed,
+    /// Half-open was not confirmed within `half_open_timeout`.
+    HalfOpenTimedOut,
+    /// `required_successes` consecutive probes succeeded.
+    ProbesSucceeded,
+    /// A `disable` override ran out.
+    OverrideExpired,
+    /// `force_open` was called.
+    ForcedOpen,
+    /// `disable` was called.
+    Disabled,
+    /// `reset` was called.
+    Reset,
+}
+
+impl TransitionReason {
+    /// A short stable name for logs and metrics.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            TransitionReason::Tripped(reason) => reason.as_str(),
+            TransitionReason::CooldownElapsed => "cooldown_elapsed",
+            TransitionReason::ProbeFailed => "probe_failed",
+            TransitionReason::HalfOpenTimedOut => "half_open_timed_out",
+            TransitionReason::ProbesSucceeded => "probes_succeeded",
+            TransitionReason::OverrideExpired => "override_expired",
+            TransitionReason::ForcedOpen => "forced_open",
+            TransitionReason::Disabled => "disabled",
+            TransitionReason::Reset => "reset",
+        }
+    }
+}
+
+/// A phase change.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Transition {
+    /// The phase before.
+    pub from: Phase,
+    /// The phase after.
+    pub to: Phase,
+    /// The new generation.
+    pub generation: u64,
+    /// Why.
+    pub reason: TransitionReason,
+}
+
+/// The result of [`ModelState::apply`].
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Step {
+    /// What was decided.
+    pub decision: Decision,
+    /// The phase change it made, if any (an operation makes at most one).
+    pub transition: Option<Transition>,
+}
+
+/// The whole state of one breaker.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelState {
+    /// The current phase.
+    pub phase: Phase,
+    /// +1 at every phase change (and at every reset).
+    pub generation: u64,
+    /// When the current phase began.
+    pub since: Nanos,
+    /// Open: when the cool-down ends. ForcedOpen / Disabled: when the override expires
+    /// ([`Nanos::MAX`] for never). Otherwise unused (zero).
+    pub open_until: Nanos,
+    /// Consecutive trips without a close, for backoff.
+    pub trips: u32,
+    /// Half-open: probes in flight.
+    pub in_flight: u32,
+    /// Half-open: consecutive probe successes.
+    pub probe_successes: u32,
+    /// Closed: the current run of consecutive failures.
+    pub consecutive_failures: u32,
+    /// Closed: the rate window.
+    pub window: ModelWindow,
+}
+
+impl ModelState {
+    /// A fresh closed breaker at generation 0.
+    pub fn new(config: &Config) -> ModelState {
+        ModelState {
+            phase: Phase::Closed,
+            generation: 0,
+            since: Nanos::ZERO,
+            open_until: Nanos::ZERO,
+            trips: 0,
+            in_flight: 0,
+            probe_successes: 0,
+            consecutive_failures: 0,
+            window: ModelWindow::new(config),
+        }
+    }
+
+    /// Applies one operation at `now`. `jitter_sample` in [0, 1) is the randomness used if
+    /// this operation opens the breaker.
+    pub fn apply(
+        &mut self,
+        operation: Operation,
+        now: Nanos,
+        config: &Config,
+        jitter_sample: f64,
+    ) -> Step {
+        match operation {
+            Operation::ForceOpen { until } => {
+                return self.manual(Phase::ForcedOpen, until, now, TransitionReason::ForcedOpen)
+            }
+            Operation::Disable { until } => {
+                return self.manual(Phase::Disabled, until, now, TransitionReason::Disabled)
+            }
+            Operation::Reset => {
+                let from = self.phase;
+                self.enter_closed(now, config);
+                self.trips = 0;
+                return Step {
+                    decision: Decision::Done,
+                    transition: Some(self.transition(from, TransitionReason::Reset)),
+                };
+            }
+            _ => {}
+        }
+        // Rule 1: apply what is due before anything else.
+        let due = self.apply_due(now, config, jitter_sample);
+        let mut step = match operation {
+            Operation::Acquire => self.acquire(now, config),
+            Operation::Outcome {
+                generation,
+                kind,
+                verdict,
+                latency,
+            } => self.outcome(
+                generation,
+                kind,
+                verdict,
+                latency,
+                now,
+                config,
+                jitter_sample,
+            ),
+            Operation::Release { generation, kind } => self.release(generation, kind),
+            _ => unreachable_step(),
+        };
+        if step.transition.is_none() {
+            step.transition = due;
+        }
+        step
+    }
+
+    /// Rule 1: a timed-out half-open re-opens, an expired `disable` closes, on any
+    /// state-changing operation.
+    fn apply_due(&mut self, now: Nanos, config: &Config, r: f64) -> Option<Transition> {
+        match self.phase {
+            Phase::HalfOpen
+                if now.saturating_sub(self.since)
+                    >= Nanos::from_duration(config.half_open_timeout) =>
+            {
+                Some(self.reopen(now, config, r, TransitionReason::HalfOpenTimedOut))
+            }
+            Phase::Disabled if now >= self.open_until => {
+                self.enter_closed(now, config);
+                Some(self.transition(Phase::Disabled, TransitionReason::OverrideExpired))
+            }
+            _ => None,
+        }
+    }
+
+    fn acquire(&mut self, now: Nanos, config: &Config) -> Step {
+        let mut transition = None;
+        if matches!(self.phase, Phase::Open | Phase::ForcedOpen) && now >= self.open_until {
+            let from = self.phase;
+            self.phase = Phase::HalfOpen;
+            self.generation += 1;
+            self.since = now;
+            self.in_flight = 0;
+            self.probe_successes = 0;
+            self.open_until = Nanos::ZERO;
+            transition = Some(self.transition(from, TransitionReason::CooldownElapsed));
+        }
+        let decision = match self.phase {
+            Phase::Closed => self.admit(PermitKind::Normal),
+            Phase::Disabled => self.admit(PermitKind::Passthrough),
+            Phase::HalfOpen if self.in_flight < config.max_probes => {
+                self.in_flight += 1;
+                self.admit(PermitKind::Probe)
+            }
+            Phase::HalfOpen => {
+                let deadline = self
+                    .since
+                    .saturating_add(Nanos::from_duration(config.half_open_timeout));
+                self.reject(Some(deadline.saturating_sub(now)))
+            }
+            Phase::Open => self.reject(Some(self.open_until.saturating_sub(now))),
+            Phase::ForcedOpen if self.open_until == Nanos::MAX => self.reject(None),
+            Phase::ForcedOpen => self.reject(Some(self.open_until.saturating_sub(now))),
+        };
+        Step {
+            decision,
+            transition,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn outcome(
+        &mut self,
+        generation: u64,
+        kind: PermitKind,
+        verdict: Verdict,
+        latency: Nanos,
+        now: Nanos,
+        config: &Config,
+        r: f64,
+    ) -> Step {
+        if generation != self.generation {
+            return recorded(Decision::Stale);
+        }
+        match (self.phase, kind) {
+            (Phase::Closed, PermitKind::Normal) => {
+                if verdict == Verdict::Ignore {
+                    return recorded(Decision::Recorded);
+                }
+                let failed = verdict == Verdict::Failure;
+                let slow = config.is_slow(latency);
+                if failed {
+                    self.consecutive_failures += 1;
+                } else {
+                    self.consecutive_failures = 0;
+                }
+                self.window.record(failed, slow, now);
+                let counts = self.window.counts(now);
+                match evaluate_trip(config, self.consecutive_failures, counts) {
+                    Some(reason) => Step {
+                        decision: Decision::Recorded,
+                        transition: Some(self.reopen(
+                            now,
+                            config,
+                            r,
+                            TransitionReason::Tripped(reason),
+                        )),
+                    },
+                    None => recorded(Decision::Recorded),
+                }
+            }
+            (Phase::HalfOpen, PermitKind::Probe) => {
+                self.in_flight = self.in_flight.saturating_sub(1);
+                let verdict = match verdict {
+                    // Rule 5: a slow probe success is not a recovery.
+                    Verdict::Success if config.is_slow(latency) => Verdict::Failure,
+                    verdict => verdict,
+                };
+                match verdict {
+                    Verdict::Ignore => recorded(Decision::Recorded),
+                    Verdict::Failure => Step {
+                        decision: Decision::Recorded,
+                        transition: Some(self.reopen(
+                            now,
+                            config,
+                            r,
+                            TransitionReason::ProbeFailed,
+                        )),
+                    },
+                    Verdict::Success => {
+                        self.probe_successes += 1;
+                        if self.probe_successes < config.required_successes {
+                            return recorded(Decision::Recorded);
+                        }
+                        self.enter_closed(now, config);
+                        self.trips = 0;
+                        Step {
+                            decision: Decision::Recorded,
+                            transition: Some(
+                                self.transition(Phase::HalfOpen, TransitionReason::ProbesSucceeded),
+                            ),
+                        }
+                    }
+                }
+            }
+            // Disabled passthrough permits, or a kind that does not fit the phase: nothing.
+            _ => recorded(Decision::Recorded),
+        }
+    }
+
+    fn release(&mut self, generation: u64, kind: PermitKind) -> Step {
+        if generation != self.generation {
+            return recorded(Decision::Stale);
+        }
+        if self.phase == Phase::HalfOpen && kind == PermitKind::Probe {
+            self.in_flight = self.in_flight.saturating_sub(1);
+        }
+        recorded(Decision::Recorded)
+    }
+
+    fn manual(
+        &mut self,
+        to: Phase,
+        until: Option<Nanos>,
+        now: Nanos,
+        reason: TransitionReason,
+    ) -> Step {
+        let until = until.unwrap_or(Nanos::MAX);
+        if self.phase == to {
+            self.open_until = until;
+            return recorded(Decision::Done);
+        }
+        let from = self.phase;
+        self.phase = to;
+        self.generation += 1;
+        self.since = now;
+        self.open_until = until;
+        self.in_flight = 0;
+        self.probe_successes = 0;
+        Step {
+            decision: Decision::Done,
+            transition: Some(self.transition(from, reason)),
+        }
+    }
+
+    /// Rule 9: every re-open counts as a trip and sets a new cool-down.
+    fn reopen(
+        &mut self,
+        now: Nanos,
+        config: &Config,
+        r: f64,
+        reason: TransitionReason,
+    ) -> Transition {
+        let from = self.phase;
+        self.trips = self.trips.saturating_add(1);
+        self.phase = Phase::Open;
+        self.generation += 1;
+        self.since = now;
+        self.open_until = now.saturating_add(config.open_duration(self.trips, r));
+        self.in_flight = 0;
+        self.probe_successes = 0;
+        self.transition(from, reason)
+    }
+
+    fn enter_closed(&mut self, now: Nanos, config: &Config) {
+        self.phase = Phase::Closed;
+        self.generation += 1;
+        self.since = now;
+        self.open_until = Nanos::ZERO;
+        self.in_flight = 0;
+        self.probe_successes = 0;
+        self.consecutive_failures = 0;
+        self.window = ModelWindow::new(config);
+    }
+
+    fn admit(&self, kind: PermitKind) -> Decision {
+        Decision::Admitted {
+            generation: self.generation,
+            kind,
+        }
+    }
+
+    fn reject(&self, retry_after: Option<Nanos>) -> Decision {
+        Decision::Rejected {
+            phase: self.phase,
+            retry_after,
+        }
+    }
+
+    fn transition(&self, from: Phase, reason: TransitionReason) -> Transition {
+        Transition {
+            from,
+            to: self.phase,
+            generation: self.generation,
+            reason,
+        }
+    }
+
+    /// Rule 10 as a snapshot reports it (changes nothing): the retry-after an acquire would
+    /// see now if it were rejected.
+    pub fn retry_after(&self, now: Nanos, config: &Config) -> Option<Nanos> {
+        match self.phase {
+            Phase::Open => Some(self.open_until.saturating_sub(now)),
+            Phase::HalfOpen => Some(
+                self.since
+                    .saturating_add(Nanos::from_duration(config.half_open_timeout))
+                    .saturating_sub(now),
+            ),
+            Phase::ForcedOpen if self.open_until != Nanos::MAX => {
+                Some(self.open_until.saturating_sub(now))
+            }
+            _ => None,
+        }
+    }
+}
+
+fn recorded(decision: Decision) -> Step {
+    Step {
+        decision,
+        transition: None,
+    }
+}
+
+fn unreachable_step() -> Step {
+    recorded(Decision::Done)
+}

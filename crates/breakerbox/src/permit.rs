@@ -1,0 +1,158 @@
+//! Permits: the right to make one call, released on drop.
+
+use std::time::Duration;
+
+use crate::breaker::Engine;
+use crate::model::PermitKind;
+use crate::sync::Arc;
+use crate::{Clock, MonotonicClock, Nanos, Verdict};
+
+/// The right to make one call, borrowed from a breaker. Record the call's verdict with one
+/// of the consuming methods; dropping the permit unrecorded (a panic, a cancelled future)
+/// releases it, which frees a probe slot in half-open.
+///
+/// A permit carries the generation it was issued in: if the breaker has changed phase
+/// since, its verdict changes nothing.
+///
+/// ```
+/// use breakerbox::{CircuitBreaker, Phase};
+/// let breaker = CircuitBreaker::builder().consecutive_failures(1).build().unwrap();
+/// let permit = breaker.try_acquire().unwrap();
+/// permit.failure();
+/// assert_eq!(breaker.snapshot().phase, Phase::Open);
+/// ```
+#[must_use = "a permit records nothing unless a verdict is given"]
+pub struct Permit<'a, C: Clock = MonotonicClock> {
+    engine: &'a Engine<C>,
+    generation: u64,
+    kind: PermitKind,
+    started: Nanos,
+    done: bool,
+}
+
+/// A permit that owns a handle to its breaker, for futures and tasks that outlive the
+/// borrow ([`crate::CircuitBreaker::try_acquire_owned`]).
+#[must_use = "a permit records nothing unless a verdict is given"]
+pub struct OwnedPermit<C: Clock = MonotonicClock> {
+    engine: Arc<Engine<C>>,
+    generation: u64,
+    kind: PermitKind,
+    started: Nanos,
+    done: bool,
+}
+
+impl<'a, C: Clock> Permit<'a, C> {
+    pub(crate) fn new(
+        engine: &'a Engine<C>,
+        generation: u64,
+        kind: PermitKind,
+        started: Nanos,
+    ) -> Self {
+        Permit {
+            engine,
+            generation,
+            kind,
+            started,
+            done: false,
+        }
+    }
+}
+
+impl<C: Clock> OwnedPermit<C> {
+    pub(crate) fn new(
+        engine: Arc<Engine<C>>,
+        generation: u64,
+        kind: PermitKind,
+        started: Nanos,
+    ) -> Self {
+        OwnedPermit {
+            engine,
+            generation,
+            kind,
+            started,
+            done: false,
+        }
+    }
+}
+
+macro_rules! permit_methods {
+    ($ty:ty) => {
+        impl<C: Clock> $ty {
+            /// The generation the permit was issued in.
+            pub fn generation(&self) -> u64 {
+                self.generation
+            }
+
+            /// What the permit is for (a normal call, a half-open probe, or a call while
+            /// disabled).
+            pub fn kind(&self) -> PermitKind {
+                self.kind
+            }
+
+            /// Whether this call is a half-open probe.
+            pub fn is_probe(&self) -> bool {
+                self.kind == PermitKind::Probe
+            }
+
+            /// Records a success.
+            pub fn success(self) {
+                self.record(Verdict::Success)
+            }
+
+            /// Records a failure.
+            pub fn failure(self) {
+                self.record(Verdict::Failure)
+            }
+
+            /// Records a call that says nothing about the dependency (frees a probe slot).
+            pub fn ignore(self) {
+                self.record(Verdict::Ignore)
+            }
+
+            /// Records `verdict`; when the breaker has a slow-call rule the latency is
+            /// measured from the acquire.
+            pub fn record(self, verdict: Verdict) {
+                let latency = if self.engine.config.measures_latency() {
+                    self.engine.clock.now().saturating_sub(self.started)
+                } else {
+                    Nanos::ZERO
+                };
+                self.finish(verdict, latency)
+            }
+
+            /// Records `verdict` for a call that took `latency`.
+            pub fn record_with_latency(self, verdict: Verdict, latency: Duration) {
+                self.finish(verdict, Nanos::from_duration(latency))
+            }
+
+            #[inline]
+            pub(crate) fn finish(mut self, verdict: Verdict, latency: Nanos) {
+                self.done = true;
+                self.engine
+                    .record(self.generation, self.kind, verdict, latency);
+            }
+        }
+
+        impl<C: Clock> Drop for $ty {
+            #[inline]
+            fn drop(&mut self) {
+                if !self.done {
+                    self.engine.release(self.generation, self.kind);
+                }
+            }
+        }
+
+        impl<C: Clock> std::fmt::Debug for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($ty))
+                    .field("breaker", &self.engine.name)
+                    .field("generation", &self.generation)
+                    .field("kind", &self.kind)
+                    .finish()
+            }
+        }
+    };
+}
+
+permit_methods!(Permit<'_, C>);
+permit_methods!(OwnedPermit<C>);
