@@ -12,7 +12,7 @@ use crate::Verdict;
 /// use breakerbox::{DefaultJudge, Judge, Verdict};
 /// use std::time::Duration;
 ///
-/// let judge = <DefaultJudge as Judge<u32, ()>>::slower_than(DefaultJudge, Duration::from_millis(800));
+/// let judge = DefaultJudge.slower_than(Duration::from_millis(800));
 /// let ok: Result<u32, ()> = Ok(7);
 /// assert_eq!(judge.judge(&ok, Duration::from_millis(10)), Verdict::Success);
 /// assert_eq!(judge.judge(&ok, Duration::from_secs(2)), Verdict::Failure);
@@ -74,6 +74,13 @@ impl<T, E> Judge<T, E> for DefaultJudge {
     }
 }
 
+impl DefaultJudge {
+    /// The default judge, failing calls slower than `threshold` (strictly).
+    pub fn slower_than(self, threshold: Duration) -> SlowerThan<DefaultJudge> {
+        SlowerThan::new(self, threshold)
+    }
+}
+
 /// A judge that fails calls slower than a threshold; see [`Judge::slower_than`].
 #[derive(Clone, Debug)]
 pub struct SlowerThan<J> {
@@ -82,6 +89,11 @@ pub struct SlowerThan<J> {
 }
 
 impl<J> SlowerThan<J> {
+    /// Wraps `inner`: calls slower than `threshold` (strictly) fail unless ignored.
+    pub fn new(inner: J, threshold: Duration) -> Self {
+        SlowerThan { inner, threshold }
+    }
+
     /// The latency above which a call fails.
     pub fn threshold(&self) -> Duration {
         self.threshold

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Runs every test of the workspace: unit, integration, property (10,000 cases), loom
+# models, and doc tests. Installs what the tests need when it is missing (redis-server,
+# from Debian's packages); tests start their own redis-server processes on free ports.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v redis-server >/dev/null 2>&1; then
+  echo "redis-server not found: installing it from Debian's packages"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq redis-server >/dev/null
+fi
+
+export PROPTEST_CASES="${PROPTEST_CASES:-10000}"
+export RUST_BACKTRACE=1
+
+echo "== unit, integration and property tests"
+if cargo nextest --version >/dev/null 2>&1; then
+  cargo nextest run --workspace --all-features --no-fail-fast
+else
+  cargo test --workspace --all-features --no-fail-fast
+fi
+
+echo "== loom models of the half-open slot reservation"
+if [ -f crates/breakerbox/tests/loom.rs ]; then
+  RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
+    cargo test -p breakerbox --test loom --release
+fi
+
+echo "== doc tests"
+cargo test --workspace --all-features --doc
