@@ -140,6 +140,7 @@ impl Config {
         }
     }
 
+    #[cfg_attr(loom, allow(dead_code))]
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         builder::validate(self)
     }
