@@ -270,6 +270,7 @@ impl ModelState {
             }
             Phase::Disabled if now >= self.open_until => {
                 self.enter_closed(now, config);
+                self.trips = 0;
                 Some(self.transition(Phase::Disabled, TransitionReason::OverrideExpired))
             }
             _ => None,

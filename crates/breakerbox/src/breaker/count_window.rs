@@ -1,8 +1,8 @@
 //! A lock-free count window: the last `size` non-ignored outcomes in a ring.
 //!
 //! Each slot holds a 16-bit epoch tag (the closed generation that wrote it) and an outcome
-//! code, so a new closed phase starts empty without clearing the ring: slots of an older
-//! tag count as empty. Counts (calls, failures, slow) live in one packed word with the tag,
+//! code. A new closed phase re-tags every slot as empty under the breaker's lock, and
+//! writers that still hold an older tag recognise that they are stale. Counts (calls, failures, slow) live in one packed word with the tag,
 //! adjusted by the difference between the slot's old and new outcome; a success replacing
 //! a success writes nothing but the ring head. A writer from an older phase (its tag is
 //! behind) never overwrites a newer slot and never touches newer counts.
@@ -56,9 +56,16 @@ impl CountWindow {
         }
     }
 
-    /// Starts the window of a new closed phase.
+    /// Starts the window of a new closed phase (called under the breaker's lock). Every
+    /// slot is re-tagged as empty in the new phase, so no leftover slot can ever look newer
+    /// than the current tag, however many generations pass without a closed outcome; a
+    /// writer from an older phase finds only newer tags and gives up.
     pub(crate) fn reset(&self, tag: u64) {
         self.counts.store(pack(tag, 0, 0, 0), Ordering::Release);
+        let empty = (tag as u32) << 8;
+        for slot in self.slots.iter() {
+            slot.store(empty, Ordering::Release);
+        }
     }
 
     /// What the window holds for the closed phase `tag`.

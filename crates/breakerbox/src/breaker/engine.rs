@@ -106,8 +106,8 @@ impl<C: Clock> Engine<C> {
         match w.phase() {
             Phase::Open | Phase::ForcedOpen => {
                 let until = self.until.load(Ordering::Acquire);
-                if until == u64::MAX {
-                    return Err(self.rejected(w.phase(), None));
+                if until == u64::MAX && w.phase() == Phase::ForcedOpen {
+                    return Err(self.rejected(Phase::ForcedOpen, None));
                 }
                 let now = self.clock.now_coarse();
                 if now.as_u64() < until {
@@ -168,7 +168,7 @@ impl<C: Clock> Engine<C> {
                     if now.as_u64() >= until {
                         let w = self.enter_half_open_locked(&mut cold, w, now, &mut pending);
                         Ok((w.generation(), PermitKind::Probe))
-                    } else if until == u64::MAX {
+                    } else if until == u64::MAX && w.phase() == Phase::ForcedOpen {
                         Err((w.phase(), None))
                     } else {
                         Err((w.phase(), Some(Nanos(until - now.as_u64()))))

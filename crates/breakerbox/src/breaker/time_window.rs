@@ -63,6 +63,16 @@ impl TimeWindow {
         (now.as_u64() / self.width) & INDEX_MASK
     }
 
+    /// Starts the window of a new closed phase (called under the breaker's lock): every
+    /// bucket is re-keyed as an empty bucket of the new tag, so no leftover key can ever look
+    /// newer than the current tag.
+    pub(crate) fn reset(&self, tag: u64) {
+        for bucket in self.buckets.iter() {
+            bucket.counts.store(0, Ordering::Release);
+            bucket.key.store(key(tag, 0), Ordering::Release);
+        }
+    }
+
     /// Files one outcome of the closed phase `tag` at `now` and returns the window's counts,
     /// or `None` when the writer belongs to an older phase.
     pub(crate) fn record(

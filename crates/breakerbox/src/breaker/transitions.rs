@@ -17,7 +17,15 @@ impl<C: Clock> Engine<C> {
                 self.reopen_locked(cold, w, now, TransitionReason::HalfOpenTimedOut, pending)
             }
             Phase::Disabled if now.as_u64() >= self.until.load(Ordering::Acquire) => {
-                self.enter_closed_locked(cold, w, now, TransitionReason::OverrideExpired, pending)
+                let w = self.enter_closed_locked(
+                    cold,
+                    w,
+                    now,
+                    TransitionReason::OverrideExpired,
+                    pending,
+                );
+                cold.trips = 0;
+                w
             }
             _ => w,
         }
@@ -77,7 +85,7 @@ impl<C: Clock> Engine<C> {
         match &self.window {
             super::engine::EngineWindow::None => {}
             super::engine::EngineWindow::Count(window) => window.reset(tag),
-            super::engine::EngineWindow::Time(_) => {}
+            super::engine::EngineWindow::Time(window) => window.reset(tag),
         }
         self.until.store(0, Ordering::Release);
         cold.since = now;
