@@ -1,0 +1,267 @@
+//! The HTTP judge.
+
+mod builder;
+
+pub use builder::HttpJudgeBuilder;
+
+use std::time::Duration;
+
+use breakerbox::{Judge, Verdict};
+use http::{HeaderMap, StatusCode};
+
+use crate::business::BusinessRule;
+use crate::status::{status_reason, StatusTable};
+use crate::{HttpJudgeConfig, HttpJudgeError, HumanDuration, Judgement, TransportError};
+
+/// The default body cap: 64 KiB.
+pub const DEFAULT_BODY_CAP: usize = 64 * 1024;
+
+/// Judges HTTP exchanges: status rules, business codes in the body, latency and transport
+/// errors. Build it once (from code with [`HttpJudge::builder`] or from a
+/// [`HttpJudgeConfig`]) and share it; judging does no I/O and, without business codes,
+/// allocates nothing.
+///
+/// The order of the rules:
+/// 1. the status rule (code > range > class; defaults: 5xx, 408 and 429 fail, other 4xx
+///    and 1xx are ignored, 2xx and 3xx succeed);
+/// 2. business codes, when configured for this status and the body is given: a failure
+///    code fails even a 200, a success code succeeds;
+/// 3. latency: a success slower than the threshold (the probe threshold for half-open
+///    probes) fails. Ignored responses stay ignored.
+///
+/// ```
+/// use breakerbox_http::HttpJudge;
+/// use breakerbox::Verdict;
+/// use http::{HeaderMap, StatusCode};
+/// use std::time::Duration;
+///
+/// let judge = HttpJudge::builder()
+///     .client_errors(Verdict::Failure)
+///     .business_pointer("/error_code")
+///     .business_failure_codes(["E001", "E002"])
+///     .slow_threshold(Duration::from_millis(800))
+///     .build()?;
+/// let headers = HeaderMap::new();
+/// let fast = Duration::from_millis(20);
+///
+/// let j = judge.judge_response(StatusCode::OK, &headers, Some(br#"{"error_code":"E001"}"#), fast, false);
+/// assert_eq!((j.verdict, j.reason.as_ref()), (Verdict::Failure, "business code E001"));
+///
+/// let j = judge.judge_status(StatusCode::OK, &headers, Duration::from_millis(1200), false);
+/// assert_eq!((j.verdict, j.reason.as_ref()), (Verdict::Failure, "slow 1.2s > 800ms"));
+///
+/// let j = judge.judge_status(StatusCode::NOT_FOUND, &headers, fast, false);
+/// assert_eq!(j.verdict, Verdict::Failure);
+/// # Ok::<(), breakerbox_http::HttpJudgeError>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct HttpJudge {
+    table: StatusTable,
+    business: Option<BusinessRule>,
+    slow: Option<Duration>,
+    probe_slow: Option<Duration>,
+    honor_retry_after: bool,
+    body_cap: usize,
+}
+
+impl Default for HttpJudge {
+    /// The defaults: status rules only, no latency rule, no business codes.
+    fn default() -> Self {
+        HttpJudge {
+            table: StatusTable::new(&Default::default()),
+            business: None,
+            slow: None,
+            probe_slow: None,
+            honor_retry_after: false,
+            body_cap: DEFAULT_BODY_CAP,
+        }
+    }
+}
+
+impl HttpJudge {
+    /// A builder starting from the defaults.
+    pub fn builder() -> HttpJudgeBuilder {
+        HttpJudgeBuilder::default()
+    }
+
+    /// A judge from a config; errors name the offending key and value.
+    pub fn from_config(config: HttpJudgeConfig) -> Result<HttpJudge, HttpJudgeError> {
+        let mut rules = config.status;
+        for (class, verdict) in [(4, config.client_errors), (5, config.server_errors)] {
+            if let Some(verdict) = verdict {
+                rules
+                    .entry(crate::StatusSelector::Class(class))
+                    .or_insert(verdict);
+            }
+        }
+        for (key, value) in [
+            ("slow_threshold", config.slow_threshold),
+            ("probe_slow_threshold", config.probe_slow_threshold),
+        ] {
+            if value == Some(Duration::ZERO) {
+                return Err(HttpJudgeError::new(
+                    key,
+                    "0s",
+                    "must be more than zero (leave it out to judge no latency)",
+                ));
+            }
+        }
+        if let (Some(slow), Some(probe)) = (config.slow_threshold, config.probe_slow_threshold) {
+            if probe > slow {
+                let probe = HumanDuration(probe).to_string();
+                return Err(HttpJudgeError::new(
+                    "probe_slow_threshold",
+                    probe.clone(),
+                    format!(
+                        "{probe} is more lenient than slow_threshold {} (a probe threshold must be stricter)",
+                        HumanDuration(slow)
+                    ),
+                ));
+            }
+        }
+        let body_cap = config.body_cap.unwrap_or(DEFAULT_BODY_CAP);
+        if body_cap == 0 {
+            return Err(HttpJudgeError::new(
+                "body_cap",
+                "0",
+                "must be at least 1 byte",
+            ));
+        }
+        let business = config.business.map(BusinessRule::new).transpose()?;
+        Ok(HttpJudge {
+            table: StatusTable::new(&rules),
+            business,
+            slow: config.slow_threshold,
+            probe_slow: config.probe_slow_threshold,
+            honor_retry_after: config.honor_retry_after,
+            body_cap,
+        })
+    }
+
+    /// The verdict of the status rules alone.
+    #[inline]
+    pub fn status_verdict(&self, status: StatusCode) -> Verdict {
+        self.table.verdict(status.as_u16())
+    }
+
+    /// Judges a response from its status, headers and latency, without its body.
+    /// `probe` says whether the call was a half-open probe (stricter latency threshold).
+    #[inline]
+    pub fn judge_status(
+        &self,
+        status: StatusCode,
+        headers: &HeaderMap,
+        latency: Duration,
+        probe: bool,
+    ) -> Judgement {
+        self.judge_response(status, headers, None, latency, probe)
+    }
+
+    /// Judges a response. `body` holds the body when it was read (at most
+    /// [`HttpJudge::body_cap`] bytes); `None` when it was not read, was bigger than the cap
+    /// or could not be read: the response is then judged without it.
+    pub fn judge_response(
+        &self,
+        status: StatusCode,
+        headers: &HeaderMap,
+        body: Option<&[u8]>,
+        latency: Duration,
+        probe: bool,
+    ) -> Judgement {
+        let code = status.as_u16();
+        let mut judgement = Judgement::new(self.table.verdict(code), status_reason(code));
+        if let (Some(rule), Some(body)) = (&self.business, body) {
+            if body.len() <= self.body_cap && rule.applies_to(code) {
+                if let Some((verdict, reason)) = rule.judge(body) {
+                    judgement.verdict = verdict;
+                    judgement.reason = reason;
+                }
+            }
+        }
+        if judgement.verdict == Verdict::Success {
+            if let Some(threshold) = self.slow_threshold_for(probe) {
+                if latency > threshold {
+                    judgement.verdict = Verdict::Failure;
+                    judgement.reason = format!(
+                        "slow {} > {}",
+                        HumanDuration(latency),
+                        HumanDuration(threshold)
+                    )
+                    .into();
+                }
+            }
+        }
+        if self.honor_retry_after && (code == 429 || code == 503) {
+            judgement.retry_after = retry_after(headers);
+        }
+        judgement
+    }
+
+    /// Judges a call that got no usable response: always a failure.
+    pub fn judge_transport(&self, error: TransportError, _latency: Duration) -> Judgement {
+        Judgement::new(Verdict::Failure, error.reason())
+    }
+
+    /// Whether the body of a response with `status` would be judged: true only when
+    /// business codes are configured for this status. Adapters read bodies only then.
+    #[inline]
+    pub fn wants_body(&self, status: StatusCode) -> bool {
+        self.business
+            .as_ref()
+            .is_some_and(|rule| rule.applies_to(status.as_u16()))
+    }
+
+    /// How many bytes of body to read at most (default 64 KiB).
+    #[inline]
+    pub fn body_cap(&self) -> usize {
+        self.body_cap
+    }
+
+    /// The latency threshold for a normal call (`probe == false`) or a half-open probe.
+    #[inline]
+    pub fn slow_threshold_for(&self, probe: bool) -> Option<Duration> {
+        if probe {
+            self.probe_slow.or(self.slow)
+        } else {
+            self.slow
+        }
+    }
+
+    /// Whether any latency rule is configured.
+    pub fn uses_latency(&self) -> bool {
+        self.slow.is_some() || self.probe_slow.is_some()
+    }
+}
+
+/// `Retry-After` in delta-seconds. An HTTP-date is not understood: the judge has no wall
+/// clock (library code reads time only from a breaker's `Clock`, which is monotonic).
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let text = headers
+        .get(http::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim();
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse::<u64>().ok().map(Duration::from_secs)
+}
+
+/// A response is judged from its status and the latency (no body, not as a probe); an
+/// error is a failure. Adapters that know more (body, probe, transport kind) call the
+/// `judge_*` methods instead.
+impl<B, E> Judge<http::Response<B>, E> for HttpJudge {
+    fn judge(&self, outcome: &Result<http::Response<B>, E>, latency: Duration) -> Verdict {
+        match outcome {
+            Ok(response) => {
+                self.judge_status(response.status(), response.headers(), latency, false)
+                    .verdict
+            }
+            Err(_) => Verdict::Failure,
+        }
+    }
+
+    fn uses_latency(&self) -> bool {
+        HttpJudge::uses_latency(self)
+    }
+}

@@ -1,0 +1,54 @@
+//! # breakerbox-http
+//!
+//! Judging HTTP outcomes for [breakerbox] circuit breakers: whether a response
+//! (or its absence) says the dependency is healthy, failing, or neither.
+//!
+//! - **Transport**: connect failures, resets, timeouts, no response: always a failure
+//!   ([`TransportError`]).
+//! - **Status rules** per code (`429`), range (`500-599`) or class (`5xx`), each a
+//!   failure, a success or ignored; the most specific rule wins. Defaults: 5xx, 408 and
+//!   429 fail; other 4xx and 1xx are ignored (the caller's fault, not the dependency's);
+//!   2xx and 3xx succeed. `client_errors = "failure"` makes every 4xx a failure.
+//! - **Business codes** in a JSON body, found with JSON pointers, against failure and
+//!   success sets; the body is read up to a cap (64 KiB by default) and only when a rule
+//!   needs it ([`HttpJudge::wants_body`]); a missing, bigger or non-JSON body is judged
+//!   without it.
+//! - **Latency**: a success slower than a threshold fails, with an optional stricter
+//!   threshold for half-open probes.
+//! - **Retry-After** on 429 and 503, when asked for.
+//!
+//! Every verdict comes with a short reason (`status 503`, `business code E001`,
+//! `slow 1.2s > 800ms`, `timeout`) in a [`Judgement`]. The judge is configured from code
+//! ([`HttpJudge::builder`]) or from TOML, YAML or JSON ([`HttpJudgeConfig`]); a bad
+//! config names the key and the value. No I/O, no async runtime: adapters
+//! (`breakerbox-tower`, `breakerbox-reqwest`) read the response and ask the judge.
+//!
+//! ```
+//! use breakerbox_http::{HttpJudge, HttpJudgeConfig, TransportError};
+//! use breakerbox::Verdict;
+//! use http::{HeaderMap, StatusCode};
+//! use std::time::Duration;
+//!
+//! let config: HttpJudgeConfig = serde_json::from_str(r#"{ "client_errors": "failure" }"#)?;
+//! let judge = HttpJudge::from_config(config)?;
+//! let j = judge.judge_status(StatusCode::BAD_REQUEST, &HeaderMap::new(), Duration::ZERO, false);
+//! assert_eq!(j.verdict, Verdict::Failure);
+//! let j = judge.judge_transport(TransportError::Timeout, Duration::from_secs(5));
+//! assert_eq!((j.verdict, j.reason.as_ref()), (Verdict::Failure, "timeout"));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod business;
+mod config;
+mod duration;
+mod error;
+mod judge;
+mod judgement;
+mod status;
+
+pub use config::{BusinessConfig, HttpJudgeConfig};
+pub use duration::{parse_duration, HumanDuration};
+pub use error::HttpJudgeError;
+pub use judge::{HttpJudge, HttpJudgeBuilder, DEFAULT_BODY_CAP};
+pub use judgement::{Judgement, TransportError};
+pub use status::StatusSelector;

@@ -1,0 +1,164 @@
+//! The middleware.
+
+use std::sync::Arc;
+
+use breakerbox::{CircuitOpen, Clock, Config, ConfigError, MonotonicClock, Registry};
+use breakerbox_http::HttpJudge;
+use http::Extensions;
+use reqwest_middleware::{Middleware, Next};
+
+use crate::body::peek;
+use crate::transport::transport_error;
+
+/// How many host breakers [`CircuitBreakerMiddleware::new`] keeps at most.
+pub const DEFAULT_CAPACITY: usize = 1024;
+
+/// Picks the breaker for a request (see [`crate::host_key`], the default).
+pub type KeyFn = Arc<dyn Fn(&reqwest::Request) -> String + Send + Sync>;
+
+/// A circuit breaker per host (or per key) for a `reqwest_middleware` client.
+///
+/// For each request: ask the key's breaker for a permit (rejecting with
+/// [`breakerbox::CircuitOpen`], without I/O, when it is open), send, measure the latency
+/// with the breaker's clock, read the body up to the judge's cap only when the judge wants
+/// it, judge, record, and hand the caller the unchanged response with the
+/// [`breakerbox_http::Judgement`] in its extensions.
+///
+/// Latency is the time to the response head, read from the breaker's clock. If reading the
+/// body for the judge fails, `send()` returns that error and the call counts as a failure.
+///
+/// When the registry is full (every breaker open, half-open or in use), a request to a new
+/// key goes through unprotected rather than failing: the registry refuses to forget what
+/// it knows about failing hosts, and refusing healthy ones would be worse.
+pub struct CircuitBreakerMiddleware<C: Clock + Clone = MonotonicClock> {
+    registry: Arc<Registry<String, C>>,
+    judge: Arc<HttpJudge>,
+    key: KeyFn,
+}
+
+impl<C: Clock + Clone> Clone for CircuitBreakerMiddleware<C> {
+    fn clone(&self) -> Self {
+        CircuitBreakerMiddleware {
+            registry: self.registry.clone(),
+            judge: self.judge.clone(),
+            key: self.key.clone(),
+        }
+    }
+}
+
+impl<C: Clock + Clone> std::fmt::Debug for CircuitBreakerMiddleware<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CircuitBreakerMiddleware")
+            .field("breakers", &self.registry.len())
+            .field("judge", &self.judge)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CircuitBreakerMiddleware<MonotonicClock> {
+    /// One breaker per `host:port`, each built from `config`, at most
+    /// [`DEFAULT_CAPACITY`] of them, judged by `judge`.
+    pub fn new(config: Config, judge: HttpJudge) -> Result<Self, ConfigError> {
+        let registry = Registry::new(config, DEFAULT_CAPACITY)?;
+        Ok(CircuitBreakerMiddleware::with_registry(
+            Arc::new(registry),
+            judge,
+        ))
+    }
+}
+
+impl<C: Clock + Clone> CircuitBreakerMiddleware<C> {
+    /// Uses breakers from `registry` (your clock, listeners and capacity; keep a clone of
+    /// the `Arc` to inspect or control the breakers).
+    pub fn with_registry(registry: Arc<Registry<String, C>>, judge: HttpJudge) -> Self {
+        CircuitBreakerMiddleware {
+            registry,
+            judge: Arc::new(judge),
+            key: Arc::new(crate::host_key),
+        }
+    }
+
+    /// Chooses breakers with `key` instead of `host:port`: a constant for one breaker, the
+    /// host and the first path segment for one per route, and so on.
+    pub fn key_fn(
+        mut self,
+        key: impl Fn(&reqwest::Request) -> String + Send + Sync + 'static,
+    ) -> Self {
+        self.key = Arc::new(key);
+        self
+    }
+
+    /// The breakers.
+    pub fn registry(&self) -> &Arc<Registry<String, C>> {
+        &self.registry
+    }
+
+    /// The judge.
+    pub fn judge(&self) -> &HttpJudge {
+        &self.judge
+    }
+}
+
+fn rejected(open: CircuitOpen) -> reqwest_middleware::Error {
+    reqwest_middleware::Error::Middleware(anyhow::Error::new(open))
+}
+
+#[async_trait::async_trait]
+impl<C: Clock + Clone> Middleware for CircuitBreakerMiddleware<C> {
+    async fn handle(
+        &self,
+        request: reqwest::Request,
+        extensions: &mut Extensions,
+        next: Next<'_>,
+    ) -> reqwest_middleware::Result<reqwest::Response> {
+        let key = (self.key)(&request);
+        let Ok(breaker) = self.registry.get(&key) else {
+            return next.run(request, extensions).await;
+        };
+        let permit = breaker.try_acquire_owned().map_err(rejected)?;
+        let probe = permit.is_probe();
+        let clock = breaker.clock();
+        let started = clock.now();
+        let result = next.run(request, extensions).await;
+        let latency = clock.now().saturating_sub(started).as_duration();
+        match result {
+            Ok(response) => {
+                let status = response.status();
+                let (mut response, body) = if self.judge.wants_body(status) {
+                    match peek(response, self.judge.body_cap()).await {
+                        Ok(peeked) => (peeked.response, peeked.body),
+                        Err(error) => {
+                            let error = reqwest_middleware::Error::Reqwest(error);
+                            let judgement =
+                                self.judge.judge_transport(transport_error(&error), latency);
+                            permit.record_with_latency(judgement.verdict, latency);
+                            return Err(error);
+                        }
+                    }
+                } else {
+                    (response, None)
+                };
+                let judgement = self.judge.judge_response(
+                    status,
+                    response.headers(),
+                    body.as_deref(),
+                    latency,
+                    probe,
+                );
+                permit.record_with_latency(judgement.verdict, latency);
+                response.extensions_mut().insert(judgement);
+                Ok(response)
+            }
+            Err(error) => {
+                if crate::circuit_open(&error).is_some() {
+                    // An inner breaker said no: nothing was sent, nothing to judge.
+                    drop(permit);
+                } else {
+                    let judgement = self.judge.judge_transport(transport_error(&error), latency);
+                    permit.record_with_latency(judgement.verdict, latency);
+                }
+                Err(error)
+            }
+        }
+    }
+}
