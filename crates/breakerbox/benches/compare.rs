@@ -111,19 +111,19 @@ fn ours_permit<C: breakerbox::Clock>(breaker: &CircuitBreaker<C>) -> impl Fn() +
 
 fn ours_call<C: breakerbox::Clock>(breaker: &CircuitBreaker<C>) -> impl Fn() + Sync + '_ {
     move || {
-        black_box(breaker.call(|| Ok::<_, ()>(black_box(()))).is_ok());
+        black_box(breaker.call(|| Ok::<u8, ()>(black_box(0))).is_ok());
     }
 }
 
 fn failsafe_call<B: failsafe::CircuitBreaker + Sync>(breaker: &B) -> impl Fn() + Sync + '_ {
     move || {
-        black_box(breaker.call(|| Ok::<_, ()>(black_box(()))).is_ok());
+        black_box(breaker.call(|| Ok::<u8, ()>(black_box(0))).is_ok());
     }
 }
 
 fn recloser_call(breaker: &Recloser) -> impl Fn() + Sync + '_ {
     move || {
-        black_box(breaker.call(|| Ok::<_, ()>(black_box(()))).is_ok());
+        black_box(breaker.call(|| Ok::<u8, ()>(black_box(0))).is_ok());
     }
 }
 

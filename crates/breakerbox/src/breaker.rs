@@ -205,6 +205,23 @@ impl<C: Clock> CircuitBreaker<C> {
         result.map_err(CallError::Inner)
     }
 
+    /// Whether an acquire now would be rejected, without taking a permit, making a
+    /// transition or emitting an event: `Err` while open (or forced open) with time left,
+    /// or half-open with every probe slot taken before its deadline. Costs a few atomic
+    /// loads and at most one coarse clock reading; allocates nothing. Useful for a
+    /// readiness check such as tower's `poll_ready`.
+    ///
+    /// ```
+    /// use breakerbox::{CircuitBreaker, Phase};
+    /// let breaker = CircuitBreaker::builder().build().unwrap();
+    /// assert!(breaker.check().is_ok());
+    /// breaker.force_open();
+    /// assert_eq!(breaker.check().unwrap_err().phase(), Phase::ForcedOpen);
+    /// ```
+    pub fn check(&self) -> Result<(), CircuitOpen> {
+        self.engine.check()
+    }
+
     /// The stored phase (changes nothing; see [`Snapshot`]).
     pub fn phase(&self) -> Phase {
         self.engine.load().phase()

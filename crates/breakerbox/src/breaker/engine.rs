@@ -131,6 +131,36 @@ impl<C: Clock> Engine<C> {
         }
     }
 
+    /// What [`Engine::acquire`] would answer now, if it would reject; changes nothing.
+    pub(crate) fn check(&self) -> Result<(), CircuitOpen> {
+        let w = self.load();
+        let retry = |until: u64, now: Nanos| Some(Nanos(until.saturating_sub(now.as_u64())));
+        match w.phase() {
+            Phase::Closed | Phase::Disabled => Ok(()),
+            Phase::ForcedOpen if self.until.load(Ordering::Acquire) == u64::MAX => {
+                Err(open_at(Phase::ForcedOpen, None))
+            }
+            Phase::Open | Phase::ForcedOpen => {
+                let until = self.until.load(Ordering::Acquire);
+                let now = self.clock.now_coarse();
+                if now.as_u64() < until {
+                    Err(open_at(w.phase(), retry(until, now)))
+                } else {
+                    Ok(())
+                }
+            }
+            Phase::HalfOpen => {
+                let deadline = self.deadline.load(Ordering::Acquire);
+                let now = self.clock.now_coarse();
+                if now.as_u64() < deadline && w.in_flight() >= self.config.max_probes {
+                    Err(open_at(Phase::HalfOpen, retry(deadline, now)))
+                } else {
+                    Ok(())
+                }
+            }
+        }
+    }
+
     fn acquire_probe(&self, mut w: Word, now: Nanos) -> Result<(u64, PermitKind), CircuitOpen> {
         loop {
             if w.phase() != Phase::HalfOpen {
@@ -431,4 +461,8 @@ impl<C: Clock> Engine<C> {
                 .emit(&self.name, EventKind::Transition(transition));
         }
     }
+}
+
+fn open_at(phase: Phase, retry_after: Option<Nanos>) -> CircuitOpen {
+    CircuitOpen::new(phase, retry_after.map(Nanos::as_duration))
 }

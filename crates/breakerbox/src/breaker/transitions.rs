@@ -46,8 +46,12 @@ impl<C: Clock> Engine<C> {
             _ => 0.0,
         };
         let open_for = self.config.open_duration(cold.trips, sample);
+        // Rejections compare against the coarse clock, which may lag `now` by a tick;
+        // counting the open phase from the earlier of the two keeps every `retry_after`
+        // within the open duration.
+        let start = now.min(self.clock.now_coarse());
         self.until
-            .store(now.saturating_add(open_for).as_u64(), Ordering::Release);
+            .store(start.saturating_add(open_for).as_u64(), Ordering::Release);
         cold.since = now;
         self.publish(w, w.next(Phase::Open), reason, pending)
     }

@@ -1,0 +1,275 @@
+//! The response future of the HTTP form.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
+use breakerbox::Clock;
+use breakerbox_http::Judgement;
+use bytes::{Bytes, BytesMut};
+use http::response::Parts;
+use http_body::{Body, Frame};
+use pin_project_lite::pin_project;
+
+use super::body::{to_bytes, ReplayBody};
+use super::{transport_kind, Http};
+use crate::admission::Admission;
+use crate::error::{BoxError, Completed, Refusal};
+
+/// An admitted call and how to judge it.
+struct Ticket<C: Clock> {
+    admission: Admission<C>,
+    http: Http,
+}
+
+impl<C: Clock + Clone> Ticket<C> {
+    /// Judges with `judge_with` (given the latency and whether the call is a probe) and
+    /// records the verdict.
+    fn settle(self, judge_with: impl FnOnce(&Http, std::time::Duration, bool) -> Judgement) {
+        let latency = self.admission.latency();
+        let judgement = judge_with(&self.http, latency, self.admission.is_probe());
+        self.admission.record(judgement.verdict, latency);
+    }
+}
+
+/// A response whose body is being read for judging.
+struct Reading<B, C: Clock> {
+    parts: Parts,
+    body: Pin<Box<B>>,
+    frames: VecDeque<Frame<Bytes>>,
+    len: usize,
+    ticket: Ticket<C>,
+}
+
+pin_project! {
+    /// The future of a [`CircuitBreakerService`](crate::CircuitBreakerService) call in the
+    /// HTTP form: a refusal, ready at once, or the inner service's future carrying the
+    /// call's permit, then (only when body rules apply) the reading of the body up to the
+    /// judge's cap. Dropping it before it completes releases the permit.
+    pub struct HttpResponseFuture<F, B, C: Clock> {
+        #[pin]
+        state: State<F, B, C>,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<F, B, C: Clock> {
+        Refused { refusal: Refusal },
+        Calling {
+            #[pin]
+            future: F,
+            ticket: Option<Ticket<C>>,
+        },
+        Reading { reading: Option<Reading<B, C>> },
+        Done,
+    }
+}
+
+impl<F, B, C: Clock> HttpResponseFuture<F, B, C> {
+    pub(crate) fn admitted(future: F, admission: Admission<C>, http: Http) -> Self {
+        HttpResponseFuture {
+            state: State::Calling {
+                future,
+                ticket: Some(Ticket { admission, http }),
+            },
+        }
+    }
+
+    pub(crate) fn refused(refusal: Refusal) -> Self {
+        HttpResponseFuture {
+            state: State::Refused { refusal },
+        }
+    }
+}
+
+impl<F, B, E, C> Future for HttpResponseFuture<F, B, C>
+where
+    F: Future<Output = Result<http::Response<B>, E>>,
+    E: Into<BoxError>,
+    B: Body,
+    B::Error: Into<BoxError>,
+    C: Clock + Clone,
+{
+    type Output = Result<http::Response<ReplayBody<B>>, BoxError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut state = self.project().state;
+        loop {
+            match state.as_mut().project() {
+                StateProj::Refused { refusal } => return Poll::Ready(Err(refusal.boxed())),
+                StateProj::Done => return Poll::Ready(Err(Box::new(Completed))),
+                StateProj::Calling { future, ticket } => {
+                    let result = ready!(future.poll(cx));
+                    let Some(ticket) = ticket.take() else {
+                        state.set(State::Done);
+                        continue;
+                    };
+                    let response = match result {
+                        Ok(response) => response,
+                        Err(error) => {
+                            let error = error.into();
+                            let kind = transport_kind(&*error);
+                            ticket.settle(|http, latency, _| {
+                                http.judge().judge_transport(kind, latency)
+                            });
+                            state.set(State::Done);
+                            return Poll::Ready(Err(error));
+                        }
+                    };
+                    let (parts, body) = response.into_parts();
+                    let judge = ticket.http.judge();
+                    let cap = judge.body_cap();
+                    if judge.wants_body(parts.status) && body.size_hint().lower() <= cap as u64 {
+                        state.set(State::Reading {
+                            reading: Some(Reading {
+                                parts,
+                                body: Box::pin(body),
+                                frames: VecDeque::new(),
+                                len: 0,
+                                ticket,
+                            }),
+                        });
+                        continue;
+                    }
+                    ticket.settle(|http, latency, probe| {
+                        http.judge()
+                            .judge_status(parts.status, &parts.headers, latency, probe)
+                    });
+                    state.set(State::Done);
+                    return Poll::Ready(Ok(http::Response::from_parts(
+                        parts,
+                        ReplayBody::direct(body),
+                    )));
+                }
+                StateProj::Reading { reading } => {
+                    let Some(current) = reading.as_mut() else {
+                        state.set(State::Done);
+                        continue;
+                    };
+                    let outcome = ready!(read_up_to_cap(current, cx));
+                    let Some(Reading {
+                        parts,
+                        body,
+                        frames,
+                        len,
+                        ticket,
+                    }) = reading.take()
+                    else {
+                        state.set(State::Done);
+                        continue;
+                    };
+                    state.set(State::Done);
+                    let buffered = len as u64;
+                    let replay = match outcome {
+                        Read::Complete => {
+                            let bytes = contiguous(&frames, len);
+                            ticket.settle(|http, latency, probe| {
+                                http.judge().judge_response(
+                                    parts.status,
+                                    &parts.headers,
+                                    Some(&bytes),
+                                    latency,
+                                    probe,
+                                )
+                            });
+                            ReplayBody::complete(frames, buffered)
+                        }
+                        Read::OverCap => {
+                            ticket.settle(|http, latency, probe| {
+                                http.judge().judge_status(
+                                    parts.status,
+                                    &parts.headers,
+                                    latency,
+                                    probe,
+                                )
+                            });
+                            ReplayBody::replay(frames, buffered, body)
+                        }
+                        Read::Failed(error) => {
+                            let kind = transport_kind(&*error);
+                            ticket.settle(|http, latency, _| {
+                                http.judge().judge_transport(kind, latency)
+                            });
+                            ReplayBody::failed(frames, buffered, error)
+                        }
+                    };
+                    return Poll::Ready(Ok(http::Response::from_parts(parts, replay)));
+                }
+            }
+        }
+    }
+}
+
+/// How reading the body for judging ended.
+enum Read {
+    /// The body ended within the cap.
+    Complete,
+    /// The body holds more than the cap: judged without it, the rest streams to the caller.
+    OverCap,
+    /// The body failed; the error is replayed to the caller after the frames read.
+    Failed(BoxError),
+}
+
+/// Reads frames until the body ends, fails or exceeds the cap.
+fn read_up_to_cap<B, C>(reading: &mut Reading<B, C>, cx: &mut Context<'_>) -> Poll<Read>
+where
+    B: Body,
+    B::Error: Into<BoxError>,
+    C: Clock,
+{
+    let cap = reading.ticket.http.judge().body_cap();
+    loop {
+        if reading.body.is_end_stream() {
+            return Poll::Ready(Read::Complete);
+        }
+        match ready!(reading.body.as_mut().poll_frame(cx)) {
+            None => return Poll::Ready(Read::Complete),
+            Some(Err(error)) => return Poll::Ready(Read::Failed(error.into())),
+            Some(Ok(frame)) => {
+                let frame = to_bytes(frame);
+                if let Some(data) = frame.data_ref() {
+                    reading.len = reading.len.saturating_add(data.len());
+                }
+                reading.frames.push_back(frame);
+                if reading.len > cap {
+                    return Poll::Ready(Read::OverCap);
+                }
+            }
+        }
+    }
+}
+
+/// The data of `frames` in one slice (no copy when there is a single data frame).
+fn contiguous(frames: &VecDeque<Frame<Bytes>>, len: usize) -> Bytes {
+    let mut data = frames.iter().filter_map(Frame::data_ref);
+    match (data.next(), data.next()) {
+        (None, _) => Bytes::new(),
+        (Some(only), None) => only.clone(),
+        (Some(first), Some(second)) => {
+            let mut all = BytesMut::with_capacity(len);
+            all.extend_from_slice(first);
+            all.extend_from_slice(second);
+            for chunk in data {
+                all.extend_from_slice(chunk);
+            }
+            all.freeze()
+        }
+    }
+}
+
+impl<F, B, C: Clock> fmt::Debug for HttpResponseFuture<F, B, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = match &self.state {
+            State::Refused { .. } => "refused",
+            State::Calling { .. } => "calling",
+            State::Reading { .. } => "reading body",
+            State::Done => "complete",
+        };
+        f.debug_struct("HttpResponseFuture")
+            .field("state", &state)
+            .finish()
+    }
+}

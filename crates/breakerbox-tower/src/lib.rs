@@ -1,0 +1,80 @@
+//! # breakerbox-tower
+//!
+//! A [tower] middleware that puts a [breakerbox] circuit breaker in front of any
+//! `Service`: axum and hyper clients, tonic channels, your own services.
+//!
+//! - [`CircuitBreakerLayer::new`]: one breaker for every request;
+//!   [`CircuitBreakerLayer::keyed`]: one breaker per key (host, route) from a
+//!   [`breakerbox::Registry`].
+//! - Generic form: the inner service's `Result` is judged by a [`breakerbox::Judge`]
+//!   (default [`breakerbox::DefaultJudge`]: `Ok` succeeds, `Err` fails;
+//!   [`CircuitBreakerLayer::judge`] changes it).
+//! - HTTP form ([`CircuitBreakerLayer::http`]): responses are judged by a
+//!   [`breakerbox_http::HttpJudge`]: status rules, latency (with a stricter threshold for
+//!   half-open probes), and business error codes in the body, read up to a cap and handed
+//!   on unchanged ([`ReplayBody`]).
+//!
+//! ## Behaviour
+//!
+//! - **Open**: `poll_ready` answers `Ready(Ok(()))` without polling the inner service (an
+//!   error from `poll_ready` is final for tower), and `call` fails at once with a boxed
+//!   [`CircuitOpen`] carrying `retry_after`; the inner service is not touched.
+//! - **Closed, half-open**: `poll_ready` is the inner service's. `call` takes a permit
+//!   from the breaker; the permit travels with the response future and the outcome is
+//!   recorded when it completes. A future dropped before that releases its permit, which
+//!   frees a half-open probe slot.
+//! - **Errors** are [`BoxError`]s, as in tower: the inner service's errors boxed, or the
+//!   middleware's own ([`CircuitOpen`], [`RegistryFull`]) to recognise with
+//!   `downcast_ref`. See [`error`].
+//! - **Time**: latency is measured through the breaker's [`breakerbox::Clock`], so a
+//!   [`breakerbox::ManualClock`] drives tests deterministically. The crate has no runtime
+//!   dependency.
+//!
+//! ## Example
+//!
+//! ```
+//! use breakerbox::{CircuitBreaker, CircuitOpen, Verdict};
+//! use breakerbox_http::HttpJudge;
+//! use breakerbox_tower::CircuitBreakerLayer;
+//! use std::time::Duration;
+//! use tower::{service_fn, Service, ServiceBuilder, ServiceExt};
+//!
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let breaker = CircuitBreaker::builder()
+//!     .consecutive_failures(1)
+//!     .recovery_timeout(Duration::from_secs(10))
+//!     .build()?;
+//! let judge = HttpJudge::builder().client_errors(Verdict::Failure).build()?;
+//! let upstream = service_fn(|_request: http::Request<String>| async {
+//!     let response = http::Response::builder().status(404).body(String::from("no such user"))?;
+//!     Ok::<_, http::Error>(response)
+//! });
+//! let mut client = ServiceBuilder::new()
+//!     .layer(CircuitBreakerLayer::new(breaker).http(judge))
+//!     .service(upstream);
+//!
+//! let response = client.ready().await?.call(http::Request::new(String::new())).await?;
+//! assert_eq!(response.status(), 404); // handed on, and counted as a failure
+//! let error = client.ready().await?.call(http::Request::new(String::new())).await.unwrap_err();
+//! assert!(error.downcast_ref::<CircuitOpen>().is_some());
+//! # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+//! # }).unwrap();
+//! ```
+//!
+//! [tower]: https://docs.rs/tower
+
+mod admission;
+pub mod error;
+mod future;
+mod http_form;
+pub mod judging;
+mod layer;
+pub mod select;
+mod service;
+
+pub use breakerbox::{CircuitOpen, RegistryFull};
+pub use error::BoxError;
+pub use future::ResponseFuture;
+pub use http_form::{HttpResponseFuture, ReplayBody};
+pub use layer::CircuitBreakerLayer;
+pub use service::CircuitBreakerService;
