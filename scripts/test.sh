@@ -5,12 +5,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v redis-server >/dev/null 2>&1; then
-  echo "redis-server not found: installing it from Debian's packages"
+# redis-server for the Redis engine's tests; openssl makes the certificates of its TLS test.
+missing=()
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing from Debian's packages: ${missing[*]}"
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq redis-server >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
 export PROPTEST_CASES="${PROPTEST_CASES:-10000}"

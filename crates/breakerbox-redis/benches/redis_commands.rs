@@ -1,0 +1,223 @@
+//! Redis commands per protected call, and trip propagation time, against a real
+//! redis-server spawned on a free loopback port.
+//!
+//! ```text
+//! cargo bench -p breakerbox-redis --bench redis_commands
+//! ```
+//!
+//! Reports (read from `INFO commandstats`, the INFO calls themselves excluded):
+//! - commands per call in the steady closed state, 4 nodes at >= 1,000 calls/s each, in
+//!   local-view mode (target <= 0.01) and in strict mode (one script call per acquire and
+//!   per outcome);
+//! - commands per rejected call while open (target 0);
+//! - time for a trip on one node to reach every node's view (target p99 <= 100 ms).
+
+// A benchmark measures wall-clock time.
+#![allow(clippy::disallowed_methods)]
+#![allow(clippy::unwrap_used)]
+
+#[path = "../tests/support/redis_server.rs"]
+mod redis_server;
+
+use std::time::{Duration, Instant};
+
+use breakerbox::{Config, Phase};
+use breakerbox_redis::{Mode, RedisBreaker};
+use redis_server::RedisServer;
+
+const NODES: usize = 4;
+
+/// (script calls, every command including those the scripts run), INFO excluded.
+fn commands(server: &RedisServer) -> (u64, u64) {
+    (
+        server.command_calls("evalsha"),
+        server
+            .total_command_calls()
+            .saturating_sub(server.command_calls("info")),
+    )
+}
+
+fn per(used: (u64, u64), before: (u64, u64), calls: u64) -> String {
+    let calls = calls.max(1) as f64;
+    let (scripts, all) = (used.0 - before.0, used.1 - before.1);
+    format!(
+        "{scripts} EVALSHA = {:.5}/call; {all} commands incl. inside scripts = {:.5}/call",
+        scripts as f64 / calls,
+        all as f64 / calls
+    )
+}
+
+async fn nodes(server: &RedisServer, name: &str, mode: Mode, config: &Config) -> Vec<RedisBreaker> {
+    let mut nodes = Vec::new();
+    for _ in 0..NODES {
+        nodes.push(
+            RedisBreaker::builder(server.url(), name)
+                .config(config.clone())
+                .mode(mode)
+                .build()
+                .await
+                .unwrap(),
+        );
+    }
+    nodes
+}
+
+/// Every node makes `per_ms` successful calls each millisecond for `run`; returns the
+/// number of calls and the Redis commands they caused.
+async fn steady(
+    server: &RedisServer,
+    nodes: &[RedisBreaker],
+    per_ms: usize,
+    run: Duration,
+) -> (u64, String, f64) {
+    let before = commands(server);
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for node in nodes {
+        let node = node.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut calls = 0u64;
+            let mut tick = tokio::time::interval(Duration::from_millis(1));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+            while started.elapsed() < run {
+                tick.tick().await;
+                for _ in 0..per_ms {
+                    if let Ok(permit) = node.acquire().await {
+                        permit.success().await;
+                        calls += 1;
+                    }
+                }
+            }
+            calls
+        }));
+    }
+    let mut calls = 0;
+    for t in tasks {
+        calls += t.await.unwrap();
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    for node in nodes {
+        node.flush().await;
+    }
+    let used = per(commands(server), before, calls);
+    (calls, used, calls as f64 / elapsed / nodes.len() as f64)
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let server = RedisServer::start();
+    let config = Config::builder()
+        .consecutive_failures(3)
+        .recovery_timeout(Duration::from_secs(600))
+        .build()
+        .unwrap();
+    println!("redis-server on port {}; {NODES} nodes", server.port());
+
+    // Steady closed state, local view (the default mode).
+    let local = nodes(&server, "steady-local", Mode::default(), &config).await;
+    steady(&server, &local, 2, Duration::from_millis(500)).await; // warm up
+    let flushes: u64 = local.iter().map(|n| n.stats().flushes).sum();
+    let (calls, used, rate) = steady(&server, &local, 2, Duration::from_secs(5)).await;
+    let flushes = local.iter().map(|n| n.stats().flushes).sum::<u64>() - flushes;
+    let refreshes: u64 = local.iter().map(|n| n.stats().redis_calls).sum();
+    println!(
+        "  ({flushes} batches sent by 4 nodes in 5 s; {refreshes} script calls in all since start)"
+    );
+    println!("closed, local view : {calls} calls ({rate:.0}/s per node): {used} (target <= 0.01)");
+
+    // The local hot path: one task, back to back.
+    let n = 1_000_000u32;
+    let started = Instant::now();
+    for _ in 0..n {
+        local[0].acquire().await.unwrap().success().await;
+    }
+    println!(
+        "hot path, closed   : {:.0} ns per acquire + success (local view, one task)",
+        started.elapsed().as_nanos() as f64 / f64::from(n)
+    );
+
+    // Steady closed state, strict mode (one script call per acquire and per outcome).
+    let strict = nodes(&server, "steady-strict", Mode::Strict, &config).await;
+    let (calls, used, rate) = steady(&server, &strict, 2, Duration::from_secs(3)).await;
+    println!("closed, strict     : {calls} calls ({rate:.0}/s per node): {used}");
+
+    // Open: rejections decided locally.
+    for _ in 0..3 {
+        local[0].acquire().await.unwrap().failure().await;
+    }
+    local[0].flush().await;
+    for node in &local {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while node.local_phase() != Phase::Open && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+    let before = commands(&server);
+    let mut rejected = 0u64;
+    for node in &local {
+        for _ in 0..25_000 {
+            if node.acquire().await.is_err() {
+                rejected += 1;
+            }
+        }
+    }
+    let used = per(commands(&server), before, rejected);
+    println!("open               : {rejected} rejected calls: {used} (target 0)");
+    let started = Instant::now();
+    for _ in 0..n {
+        let _ = local[0].acquire().await;
+    }
+    println!(
+        "hot path, open     : {:.0} ns per rejected acquire (local view, one task)",
+        started.elapsed().as_nanos() as f64 / f64::from(n)
+    );
+
+    // Trip propagation: a trip on node 0 reaching every node's view.
+    let prop = nodes(&server, "propagation", Mode::default(), &config).await;
+    let mut samples = Vec::new();
+    for _ in 0..100 {
+        prop[0].reset().await.unwrap();
+        for node in &prop {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while node.local_phase() != Phase::Closed && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+        for _ in 0..2 {
+            prop[0].acquire().await.unwrap().failure().await;
+        }
+        // The third failure trips the breaker: measure from the moment it is recorded.
+        let permit = prop[0].acquire().await.unwrap();
+        let t0 = Instant::now();
+        permit.failure().await;
+        let watchers: Vec<_> = prop
+            .iter()
+            .map(|node| {
+                let node = node.clone();
+                std::thread::spawn(move || {
+                    let deadline = t0 + Duration::from_secs(5);
+                    while node.local_phase() != Phase::Open && Instant::now() < deadline {
+                        std::thread::sleep(Duration::from_micros(50));
+                    }
+                    t0.elapsed()
+                })
+            })
+            .collect();
+        for w in watchers {
+            samples.push(w.join().unwrap());
+        }
+    }
+    samples.sort();
+    println!(
+        "trip propagation   : {} samples, p50 {:?}, p99 {:?}, max {:?} (target p99 <= 100 ms)",
+        samples.len(),
+        percentile(&samples, 0.5),
+        percentile(&samples, 0.99),
+        samples[samples.len() - 1]
+    );
+}

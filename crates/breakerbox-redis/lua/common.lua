@@ -1,0 +1,456 @@
+-- breakerbox: the prelude shared by every script (prepended at compile time).
+--
+-- The transition model of breakerbox::model, ported line by line. Times are integer
+-- MICROSECONDS (Lua numbers are doubles; microseconds since the epoch are exact below
+-- 2^53). Every script reads and validates the whole state first, computes in Lua tables,
+-- and writes at the end, so a corrupt value is reported before anything is written.
+--
+-- KEYS[1]  the breaker's hash, e.g. "bb:{payments}"
+-- ARGV[1]  now in microseconds, or "" to read Redis TIME
+-- ARGV[2]  TTL of the hash in milliseconds (refreshed on every write)
+-- ARGV[3]  jitter sample r in [0, 1), used if this operation opens the breaker
+-- ARGV[4]  the config, comma separated (see parse_config)
+-- ARGV[5]  the pub/sub channel transitions are published on ("" for none), as
+--          "phase,generation,remaining_us,now_us" (remaining -1: never)
+-- ARGV[6..] the operation's own arguments
+
+local CLOSED, OPEN, HALF, FORCED, DISABLED = 0, 1, 2, 3, 4
+local NORMAL, PROBE, PASS = 0, 1, 2
+local SUCCESS, FAILURE, IGNORE = 0, 1, 2
+local NEVER = math.huge
+
+local KEY = KEYS[1]
+local TTL = ARGV[2]
+local R = tonumber(ARGV[3]) or 0
+local CHANNEL = ARGV[5]
+
+local function fmt(n)
+  if n == NEVER then return '-1' end
+  return string.format('%d', n)
+end
+
+-- Exact floor(a / b) for non-negative integers below 2^53.
+local function idiv(a, b)
+  local q = math.floor(a / b)
+  if q * b > a then q = q - 1 end
+  if (q + 1) * b <= a then q = q + 1 end
+  return q
+end
+
+local function now_us()
+  if ARGV[1] ~= nil and ARGV[1] ~= '' then
+    return tonumber(ARGV[1])
+  end
+  -- Redis < 5 replicates scripts verbatim unless told to replicate their effects (a
+  -- script that reads TIME and then writes must not be replayed); Redis >= 7 always
+  -- replicates effects and keeps this call as a no-op.
+  if redis.replicate_commands then redis.replicate_commands() end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- cf, wk, wsize, wwidth, wbuckets, fppm, sppm, minc, slow, rec, mult, maxo, jit, maxp, reqs, hot
+-- cf/fppm/sppm 0 = rule absent; slow -1 = no threshold; wk is n (none), c (count) or t (time).
+local function parse_config(s)
+  local f = {}
+  for part in string.gmatch(s, '([^,]+)') do f[#f + 1] = part end
+  local c = {
+    cf = tonumber(f[1]), wk = f[2], wsize = tonumber(f[3]), wwidth = tonumber(f[4]),
+    wbuckets = tonumber(f[5]), fppm = tonumber(f[6]), sppm = tonumber(f[7]),
+    minc = tonumber(f[8]), slow = tonumber(f[9]), rec = tonumber(f[10]),
+    mult = tonumber(f[11]), maxo = tonumber(f[12]), jit = tonumber(f[13]),
+    maxp = tonumber(f[14]), reqs = tonumber(f[15]), hot = tonumber(f[16]),
+  }
+  c.wsig = c.wk .. ':' .. f[3] .. ':' .. f[4] .. ':' .. f[5]
+  return c
+end
+
+local C = parse_config(ARGV[4])
+
+local function is_slow(latency)
+  return C.slow >= 0 and latency > C.slow
+end
+
+-- Config::open_duration, in microseconds.
+local function open_duration(trips, r)
+  local cap = C.maxo
+  local d = C.rec
+  local k = 1
+  while k < trips and d < cap do
+    d = d * C.mult
+    k = k + 1
+  end
+  if d > cap then d = cap end
+  if C.jit > 0 then
+    if r < 0 then r = 0 end
+    if r > 1 then r = 1 end
+    d = d * (1 - C.jit * r)
+  end
+  return math.floor(d)
+end
+
+-- ---------------------------------------------------------------------------------------
+-- Loading and validating the state.
+
+local FIELDS = { 'v', 'phase', 'gen', 'since', 'until', 'trips', 'inflight', 'psucc',
+  'streak', 'rpos', 'rlen', 'cc', 'cf', 'cs', 'we', 'exp', 'wsig' }
+
+local function fresh()
+  return { phase = CLOSED, gen = 0, since = 0, till = 0, trips = 0, inflight = 0,
+    psucc = 0, streak = 0, rpos = 0, rlen = 0, cc = 0, cf = 0, cs = 0, we = 0, exp = -1,
+    wsig = C.wsig, exists = false }
+end
+
+local function nonneg(v)
+  if type(v) ~= 'string' or not string.match(v, '^%d+$') or string.len(v) > 16 then
+    return nil
+  end
+  return tonumber(v)
+end
+
+-- Returns the state, or nil and the reason it is corrupt. One HMGET in the common case;
+-- TYPE and EXISTS only to explain a foreign value.
+local function load()
+  local v = redis.pcall('HMGET', KEY, unpack(FIELDS))
+  if v.err then
+    local t = redis.call('TYPE', KEY)
+    if type(t) == 'table' then t = t.ok end
+    return nil, 'the key holds a ' .. tostring(t) .. ', not a hash'
+  end
+  if v[1] == false then
+    local all_absent = true
+    for i = 1, #FIELDS do
+      if v[i] ~= false then all_absent = false end
+    end
+    if all_absent and redis.call('EXISTS', KEY) == 0 then return fresh() end
+    return nil, 'field v is missing (a foreign hash?)'
+  end
+  if v[1] ~= '1' then return nil, 'field v is ' .. tostring(v[1]) .. ', not 1' end
+  local S = { exists = true }
+  local names = { 'phase', 'gen', 'since', 'till', 'trips', 'inflight', 'psucc', 'streak',
+    'rpos', 'rlen', 'cc', 'cf', 'cs', 'we', 'exp' }
+  for i, name in ipairs(names) do
+    local raw = v[i + 1]
+    local n = nonneg(raw)
+    if name == 'till' and raw == '-1' then n = NEVER end
+    if n == nil then
+      return nil, 'field ' .. FIELDS[i + 1] .. ' is ' .. tostring(raw)
+    end
+    S[name] = n
+  end
+  S.wsig = v[#FIELDS]
+  if S.phase > DISABLED then return nil, 'field phase is ' .. v[2] end
+  if S.wsig ~= C.wsig then
+    -- The window's shape changed: start an empty window of the new shape.
+    S.wsig = C.wsig
+    S.rpos, S.rlen, S.cc, S.cf, S.cs = 0, 0, 0, 0, 0
+    S.we = S.we + 1
+    S.dirty = true
+  end
+  if C.wk == 'c' and (S.rlen > C.wsize or S.rpos >= C.wsize or S.cf > S.cc or S.cs > S.cc
+      or S.cc ~= S.rlen) then
+    return nil, 'the count window fields are inconsistent'
+  end
+  return S
+end
+
+-- ---------------------------------------------------------------------------------------
+-- The closed-phase window (rule 7).
+
+-- The count ring is one field, `ring`: a string of one digit per slot (1 failed + 2 slow),
+-- read once when first needed and written back once.
+local ring = nil
+local ring_dirty = false
+local buckets = nil   -- time window: slot -> {index, calls, fails, slow}
+local buckets_dirty = {}
+local corrupt = nil
+
+local function load_ring(S)
+  if ring ~= nil then return end
+  ring = {}
+  local raw = redis.call('HGET', KEY, 'ring')
+  if S.rlen == 0 then return end
+  if type(raw) ~= 'string' or string.len(raw) ~= S.rlen or not string.match(raw, '^[0-3]+$') then
+    corrupt = 'field ring is ' .. tostring(raw) .. ' for ' .. S.rlen .. ' calls'
+    return
+  end
+  for i = 1, S.rlen do ring[i - 1] = string.byte(raw, i) - 48 end
+end
+
+local function load_buckets(S)
+  if buckets ~= nil then return end
+  buckets = {}
+  local names = {}
+  for i = 0, C.wbuckets - 1 do names[#names + 1] = 'b' .. i end
+  local raw = redis.call('HMGET', KEY, unpack(names))
+  for i = 0, C.wbuckets - 1 do
+    local b = { index = -1, calls = 0, fails = 0, slow = 0 }
+    local s = raw[i + 1]
+    if s then
+      local we, idx, c, f, sl = string.match(s, '^(%d+):(%d+):(%d+):(%d+):(%d+)$')
+      if we == nil then
+        corrupt = 'field b' .. i .. ' is ' .. tostring(s)
+      elseif tonumber(we) == S.we then
+        b = { index = tonumber(idx), calls = tonumber(c), fails = tonumber(f), slow = tonumber(sl) }
+      end
+    end
+    buckets[i] = b
+  end
+end
+
+local function window_reset(S)
+  S.rpos, S.rlen, S.cc, S.cf, S.cs = 0, 0, 0, 0, 0
+  S.we = S.we + 1
+  ring, ring_dirty = {}, true
+  buckets, buckets_dirty = nil, {}
+end
+
+local function window_record(S, failed, slow, now)
+  local code = (failed and 1 or 0) + (slow and 2 or 0)
+  if C.wk == 'c' then
+    load_ring(S)
+    if S.rlen == C.wsize then
+      local old = ring[S.rpos] or 0
+      S.cc = S.cc - 1
+      if old % 2 == 1 then S.cf = S.cf - 1 end
+      if old >= 2 then S.cs = S.cs - 1 end
+    else
+      S.rlen = S.rlen + 1
+    end
+    ring[S.rpos] = code
+    ring_dirty = true
+    S.cc = S.cc + 1
+    if failed then S.cf = S.cf + 1 end
+    if slow then S.cs = S.cs + 1 end
+    S.rpos = (S.rpos + 1) % C.wsize
+  elseif C.wk == 't' then
+    load_buckets(S)
+    local index = idiv(now, C.wwidth)
+    local i = index % C.wbuckets
+    local b = buckets[i]
+    if b.index ~= index then
+      b = { index = index, calls = 0, fails = 0, slow = 0 }
+      buckets[i] = b
+    end
+    b.calls = b.calls + 1
+    if failed then b.fails = b.fails + 1 end
+    if slow then b.slow = b.slow + 1 end
+    buckets_dirty[i] = true
+  end
+end
+
+-- What the window holds at `now`: calls, failures, slow.
+local function window_counts(S, now)
+  if C.wk == 'c' then
+    return S.cc, S.cf, S.cs
+  elseif C.wk == 't' then
+    load_buckets(S)
+    local current = idiv(now, C.wwidth)
+    local calls, fails, slow = 0, 0, 0
+    for i = 0, C.wbuckets - 1 do
+      local b = buckets[i]
+      if b.index >= 0 and b.index <= current and current - b.index < C.wbuckets then
+        calls = calls + b.calls
+        fails = fails + b.fails
+        slow = slow + b.slow
+      end
+    end
+    return calls, fails, slow
+  end
+  return 0, 0, 0
+end
+
+-- Rules 3, 6 and 8 (model::evaluate_trip).
+local function reached(ppm, count, calls)
+  return calls > 0 and count * 1000000 >= ppm * calls
+end
+
+local function evaluate_trip(S, now)
+  if C.cf > 0 and S.streak >= C.cf then return 'consecutive_failures' end
+  if C.wk == 'n' then return nil end
+  local calls, fails, slow = window_counts(S, now)
+  if calls < C.minc then return nil end
+  if C.fppm > 0 and reached(C.fppm, fails, calls) then return 'failure_rate' end
+  if C.sppm > 0 and reached(C.sppm, slow, calls) then return 'slow_call_rate' end
+  return nil
+end
+
+-- ---------------------------------------------------------------------------------------
+-- Transitions (model::ModelState).
+
+local transitions = {}
+
+local function transition(S, from, reason)
+  transitions[#transitions + 1] = { from, S.phase, S.gen, reason }
+  return true
+end
+
+local function reopen(S, now, reason)
+  local from = S.phase
+  S.trips = S.trips + 1
+  S.phase = OPEN
+  S.gen = S.gen + 1
+  S.since = now
+  S.till = now + open_duration(S.trips, R)
+  S.inflight = 0
+  S.psucc = 0
+  return transition(S, from, reason)
+end
+
+local function enter_closed(S, now)
+  S.phase = CLOSED
+  S.gen = S.gen + 1
+  S.since = now
+  S.till = 0
+  S.inflight = 0
+  S.psucc = 0
+  S.streak = 0
+  window_reset(S)
+end
+
+-- Rule 1: a timed-out half-open re-opens, an expired `disable` closes.
+local function apply_due(S, now)
+  if S.phase == HALF and math.max(0, now - S.since) >= C.hot then
+    return reopen(S, now, 'half_open_timed_out')
+  elseif S.phase == DISABLED and now >= S.till then
+    enter_closed(S, now)
+    S.trips = 0
+    return transition(S, DISABLED, 'override_expired')
+  end
+  return false
+end
+
+local function acquire(S, now)
+  if (S.phase == OPEN or S.phase == FORCED) and now >= S.till then
+    local from = S.phase
+    S.phase = HALF
+    S.gen = S.gen + 1
+    S.since = now
+    S.inflight = 0
+    S.psucc = 0
+    S.till = 0
+    transition(S, from, 'cooldown_elapsed')
+  end
+  if S.phase == CLOSED then return { 'admit', S.gen, NORMAL } end
+  if S.phase == DISABLED then return { 'admit', S.gen, PASS } end
+  if S.phase == HALF then
+    if S.inflight < C.maxp then
+      S.inflight = S.inflight + 1
+      return { 'admit', S.gen, PROBE }
+    end
+    return { 'reject', S.phase, math.max(0, S.since + C.hot - now) }
+  end
+  if S.phase == OPEN then return { 'reject', S.phase, math.max(0, S.till - now) } end
+  if S.till == NEVER then return { 'reject', S.phase, -1 } end
+  return { 'reject', S.phase, math.max(0, S.till - now) }
+end
+
+local function outcome(S, gen, kind, verdict, latency, now)
+  if gen ~= S.gen then return 'stale' end
+  if S.phase == CLOSED and kind == NORMAL then
+    if verdict == IGNORE then return 'recorded' end
+    local failed = verdict == FAILURE
+    local slow = is_slow(latency)
+    if failed then S.streak = S.streak + 1 else S.streak = 0 end
+    window_record(S, failed, slow, now)
+    local reason = evaluate_trip(S, now)
+    if reason then reopen(S, now, reason) end
+    return 'recorded'
+  elseif S.phase == HALF and kind == PROBE then
+    S.inflight = math.max(0, S.inflight - 1)
+    if verdict == SUCCESS and is_slow(latency) then verdict = FAILURE end
+    if verdict == FAILURE then
+      reopen(S, now, 'probe_failed')
+    elseif verdict == SUCCESS then
+      S.psucc = S.psucc + 1
+      if S.psucc >= C.reqs then
+        enter_closed(S, now)
+        S.trips = 0
+        transition(S, HALF, 'probes_succeeded')
+      end
+    end
+    return 'recorded'
+  end
+  return 'recorded'
+end
+
+local function release(S, gen, kind)
+  if gen ~= S.gen then return 'stale' end
+  if S.phase == HALF and kind == PROBE then
+    S.inflight = math.max(0, S.inflight - 1)
+  end
+  return 'recorded'
+end
+
+local function manual(S, to, till, now, reason)
+  if S.phase == to then
+    S.till = till
+    return
+  end
+  local from = S.phase
+  S.phase = to
+  S.gen = S.gen + 1
+  S.since = now
+  S.till = till
+  S.inflight = 0
+  S.psucc = 0
+  transition(S, from, reason)
+end
+
+-- ---------------------------------------------------------------------------------------
+-- Writing back and answering.
+
+local function save(S, now)
+  -- The TTL is refreshed when a sixteenth of it has passed (or time went back), so an
+  -- abandoned breaker expires between TTL and TTL * 17/16 after its last write.
+  local refresh = S.exp < 0 or now < S.exp or now - S.exp >= tonumber(TTL) * 1000 / 16
+  if refresh then S.exp = now end
+  local args = { 'v', '1', 'phase', fmt(S.phase), 'gen', fmt(S.gen), 'since', fmt(S.since),
+    'until', fmt(S.till), 'trips', fmt(S.trips), 'inflight', fmt(S.inflight),
+    'psucc', fmt(S.psucc), 'streak', fmt(S.streak), 'rpos', fmt(S.rpos),
+    'rlen', fmt(S.rlen), 'cc', fmt(S.cc), 'cf', fmt(S.cf), 'cs', fmt(S.cs),
+    'we', fmt(S.we), 'wsig', S.wsig, 'exp', fmt(S.exp) }
+  if ring_dirty and C.wk == 'c' then
+    local digits = {}
+    for i = 0, S.rlen - 1 do digits[i + 1] = ring[i] end
+    args[#args + 1] = 'ring'
+    args[#args + 1] = table.concat(digits)
+  end
+  for i, _ in pairs(buckets_dirty) do
+    local b = buckets[i]
+    args[#args + 1] = 'b' .. i
+    args[#args + 1] = fmt(S.we) .. ':' .. fmt(b.index) .. ':' .. fmt(b.calls) .. ':'
+      .. fmt(b.fails) .. ':' .. fmt(b.slow)
+  end
+  redis.call('HSET', KEY, unpack(args))
+  if refresh or not S.exists then redis.call('PEXPIRE', KEY, TTL) end
+  if CHANNEL ~= '' and #transitions > 0 then
+    local left = -1
+    if S.till ~= NEVER then left = math.max(0, S.till - now) end
+    redis.call('PUBLISH', CHANNEL,
+      fmt(S.phase) .. ',' .. fmt(S.gen) .. ',' .. fmt(left) .. ',' .. fmt(now))
+  end
+end
+
+-- The reply: { head..., phase, gen, since, until, trips, inflight, psucc, streak, now,
+--              #transitions, (from, to, gen, reason)... }
+local function answer(S, now, head)
+  local out = {}
+  for _, v in ipairs(head) do out[#out + 1] = v end
+  local till = S.till
+  if till == NEVER then till = -1 end
+  local tail = { S.phase, S.gen, S.since, till, S.trips, S.inflight, S.psucc, S.streak,
+    now, #transitions }
+  for _, v in ipairs(tail) do out[#out + 1] = v end
+  for _, t in ipairs(transitions) do
+    out[#out + 1] = t[1]
+    out[#out + 1] = t[2]
+    out[#out + 1] = t[3]
+    out[#out + 1] = t[4]
+  end
+  return out
+end
+
+local function fail_corrupt(reason)
+  return { 'corrupt', reason }
+end

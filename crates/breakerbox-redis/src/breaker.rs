@@ -1,0 +1,468 @@
+//! [`RedisBreaker`]: one breaker shared by every process that names it, its state in Redis.
+
+mod background;
+mod builder;
+mod outage;
+mod permit;
+mod view;
+
+pub use builder::{BuildError, RedisBreakerBuilder};
+pub use permit::RedisPermit;
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use breakerbox::model::{PermitKind, WindowCounts};
+use breakerbox::{
+    CallError, CircuitBreaker, CircuitOpen, Clock, Config, DefaultJudge, JitterSource, Judge,
+    MonotonicClock, Nanos, Phase, Snapshot, Verdict,
+};
+use tokio::sync::Notify;
+
+use crate::events::{RedisEvent, RedisListener, Stats, StatsSnapshot};
+use crate::options::{Backoff, Fallback, LocalView, Mode};
+use crate::store::{Answer, ManualOp, OutcomeArg, RedisStore, StoreError};
+use crate::wire::{ReplyDecision, StoredState};
+use permit::Route;
+use view::{View, ViewCell};
+
+/// A circuit breaker whose state lives in Redis, shared by every process (on any machine)
+/// that opens a breaker of the same name on the same Redis. Cloning is cheap; clones share
+/// everything.
+///
+/// In the default [`Mode::LocalView`] a closed breaker admits calls without any Redis round
+/// trip and sends outcomes in batches; an open breaker rejects locally until the end of
+/// the open phase; half-open probes are reserved in Redis, so `max_probes` caps probes
+/// across the whole fleet. [`Mode::Strict`] asks Redis on every acquire and outcome.
+///
+/// When Redis does not answer within the timeout, the [`Fallback`] decides (a local
+/// in-process breaker by default) until Redis is back; see the crate docs for how the
+/// state is resynchronised.
+pub struct RedisBreaker<C: Clock + Clone = MonotonicClock> {
+    inner: Arc<Inner<C>>,
+}
+
+impl<C: Clock + Clone> Clone for RedisBreaker<C> {
+    fn clone(&self) -> Self {
+        RedisBreaker {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<C: Clock + Clone> std::fmt::Debug for RedisBreaker<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisBreaker")
+            .field("name", &self.inner.name)
+            .field("key", &self.inner.store.key())
+            .field("mode", &self.inner.mode)
+            .finish()
+    }
+}
+
+pub(crate) struct Inner<C: Clock + Clone> {
+    pub(crate) name: String,
+    pub(crate) config: Config,
+    pub(crate) store: RedisStore,
+    pub(crate) mode: Mode,
+    pub(crate) fallback: Fallback,
+    pub(crate) backoff: Backoff,
+    pub(crate) clock: C,
+    pub(crate) script_time: bool,
+    pub(crate) jitter: Arc<dyn JitterSource>,
+    pub(crate) view: ViewCell,
+    pub(crate) down: AtomicBool,
+    pub(crate) down_since: AtomicU64,
+    pub(crate) local: CircuitBreaker<C>,
+    pub(crate) local_trip: Arc<Mutex<Option<&'static str>>>,
+    pub(crate) pending_manual: Mutex<Option<ManualOp>>,
+    pub(crate) batch: Mutex<Vec<OutcomeArg>>,
+    /// A failure waits in the batch: flush within `failure_flush_interval`.
+    pub(crate) urgent: AtomicBool,
+    pub(crate) wake: Arc<Notify>,
+    pub(crate) listeners: Vec<Arc<dyn RedisListener>>,
+    pub(crate) stats: Stats,
+    /// Local time of the last news from Redis (a script reply or a message).
+    pub(crate) last_news: AtomicU64,
+}
+
+impl<C: Clock + Clone> Drop for Inner<C> {
+    fn drop(&mut self) {
+        // Wake the background task so it notices the breaker is gone.
+        self.wake.notify_one();
+    }
+}
+
+impl<C: Clock + Clone> Inner<C> {
+    pub(crate) fn emit(&self, event: RedisEvent) {
+        for listener in &self.listeners {
+            listener.on_event(&self.name, &event);
+        }
+    }
+
+    /// The explicit script time, when the breaker's clock drives Redis time (tests).
+    pub(crate) fn now_arg(&self) -> Option<u64> {
+        self.script_time.then(|| self.clock.now().as_u64() / 1_000)
+    }
+
+    pub(crate) fn sample(&self) -> f64 {
+        if self.config.jitter > 0.0 {
+            self.jitter.sample()
+        } else {
+            0.0
+        }
+    }
+
+    pub(crate) fn is_down(&self) -> bool {
+        self.down.load(Ordering::Acquire)
+    }
+
+    #[inline]
+    pub(crate) fn view(&self) -> View {
+        self.view.load()
+    }
+
+    pub(crate) fn set_view(&self, f: impl FnOnce(&View) -> View) {
+        self.view.update(f);
+    }
+
+    /// Takes in what Redis said: repairs, transitions and the view.
+    pub(crate) fn absorb(&self, answer: Answer, force_view: bool) -> crate::wire::Reply {
+        Stats::add(&self.stats.redis_calls, 1);
+        if let Some(reason) = answer.repaired {
+            Stats::add(&self.stats.repairs, 1);
+            self.emit(RedisEvent::CorruptRepaired { reason });
+        }
+        let reply = answer.reply;
+        self.observe(&reply.state, reply.now_us, force_view);
+        for t in &reply.transitions {
+            self.emit(RedisEvent::Transition(*t));
+        }
+        reply
+    }
+
+    pub(crate) fn observe(&self, state: &StoredState, now_us: u64, force: bool) {
+        let now = self.clock.now();
+        self.last_news.store(now.as_u64(), Ordering::Release);
+        let remaining = state.remaining_us(now_us);
+        self.set_view(|v| {
+            v.merge(
+                state.phase,
+                state.generation,
+                remaining,
+                (now_us, now),
+                force,
+            )
+        });
+    }
+
+    pub(crate) fn stale(&self, generation: u64) {
+        Stats::add(&self.stats.stale, 1);
+        self.emit(RedisEvent::StaleResult { generation });
+    }
+
+    pub(crate) fn reject(&self, open: CircuitOpen) -> CircuitOpen {
+        if !self.listeners.is_empty() {
+            self.emit(RedisEvent::Rejected(open));
+        }
+        open
+    }
+
+    /// Queues a closed-phase outcome for the next batch.
+    pub(crate) fn enqueue(&self, outcome: OutcomeArg) {
+        let Mode::LocalView(LocalView { batch_size, .. }) = self.mode else {
+            return;
+        };
+        let urgent = outcome.verdict == Verdict::Failure
+            || self.config.is_slow(Nanos::from_duration(outcome.latency));
+        let len = match self.batch.lock() {
+            Ok(mut batch) => {
+                if batch.len() >= batch_size.saturating_mul(20).max(1) {
+                    Stats::add(&self.stats.dropped_outcomes, 1);
+                    return;
+                }
+                batch.push(outcome);
+                batch.len()
+            }
+            Err(_) => return,
+        };
+        if self.is_down() {
+            return;
+        }
+        let first_urgent = urgent && !self.urgent.swap(true, Ordering::AcqRel);
+        if len >= batch_size || first_urgent {
+            self.wake.notify_one();
+        }
+    }
+}
+
+fn micros_to_duration(us: u64) -> Duration {
+    Duration::from_micros(us)
+}
+
+impl RedisBreaker<MonotonicClock> {
+    /// A builder for the breaker `name` on the Redis at `url` (`redis://`, `rediss://`
+    /// with the `tls` feature, `redis://user:password@host:port/db` for AUTH and ACL
+    /// users).
+    pub fn builder(url: impl Into<String>, name: impl Into<String>) -> RedisBreakerBuilder {
+        RedisBreakerBuilder::new(url.into(), name.into())
+    }
+}
+
+impl<C: Clock + Clone> RedisBreaker<C> {
+    /// The breaker's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The breaker's config.
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// The Redis store (key, channel, and the raw script calls).
+    pub fn store(&self) -> &RedisStore {
+        &self.inner.store
+    }
+
+    /// Counters for metrics.
+    pub fn stats(&self) -> StatsSnapshot {
+        self.inner.stats.snapshot()
+    }
+
+    /// Whether Redis is unreachable and the fallback is deciding.
+    pub fn is_degraded(&self) -> bool {
+        self.inner.is_down()
+    }
+
+    /// The phase as this node sees it (its local view; no Redis call).
+    pub fn local_phase(&self) -> Phase {
+        self.inner.view().phase
+    }
+
+    /// The generation as this node sees it.
+    pub fn local_generation(&self) -> u64 {
+        self.inner.view().generation
+    }
+
+    /// Asks to make one call. Never waits longer than the Redis timeout.
+    pub async fn acquire(&self) -> Result<RedisPermit<C>, CircuitOpen> {
+        let inner = &self.inner;
+        if inner.is_down() {
+            return self.fallback_acquire();
+        }
+        if let Mode::LocalView(_) = inner.mode {
+            let view = inner.view();
+            let now = inner.clock.now();
+            if view.known {
+                match view.phase {
+                    Phase::Closed => {
+                        Stats::add(&inner.stats.local_admits, 1);
+                        return Ok(self.permit(
+                            view.generation,
+                            PermitKind::Normal,
+                            Route::Batched,
+                        ));
+                    }
+                    Phase::Disabled if view.holds_at(now) => {
+                        Stats::add(&inner.stats.local_admits, 1);
+                        return Ok(self.permit(
+                            view.generation,
+                            PermitKind::Passthrough,
+                            Route::Free,
+                        ));
+                    }
+                    Phase::Open | Phase::ForcedOpen if view.holds_at(now) => {
+                        Stats::add(&inner.stats.local_rejects, 1);
+                        let retry = view.until.map(|u| u.saturating_sub(now).as_duration());
+                        return Err(inner.reject(CircuitOpen::new(view.phase, retry)));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        self.remote_acquire().await
+    }
+
+    async fn remote_acquire(&self) -> Result<RedisPermit<C>, CircuitOpen> {
+        let inner = &self.inner;
+        match inner.store.acquire(inner.now_arg(), inner.sample()).await {
+            Ok(answer) => {
+                let reply = inner.absorb(answer, false);
+                match reply.decision {
+                    ReplyDecision::Admitted { generation, kind } => {
+                        let route = match (inner.mode, kind) {
+                            (_, PermitKind::Passthrough) => Route::Free,
+                            (Mode::LocalView(_), PermitKind::Normal) => Route::Batched,
+                            _ => Route::Redis,
+                        };
+                        Ok(self.permit(generation, kind, route))
+                    }
+                    ReplyDecision::Rejected {
+                        phase,
+                        retry_after_us,
+                    } => Err(inner.reject(CircuitOpen::new(
+                        phase,
+                        retry_after_us.map(micros_to_duration),
+                    ))),
+                    other => {
+                        tracing::warn!(
+                            target: "breakerbox_redis",
+                            breaker = inner.name.as_str(),
+                            "acquire.lua answered {other:?}; using the fallback"
+                        );
+                        self.fallback_acquire()
+                    }
+                }
+            }
+            Err(error) => {
+                self.inner.enter_outage(&error);
+                self.fallback_acquire()
+            }
+        }
+    }
+
+    fn permit(&self, generation: u64, kind: PermitKind, route: Route<C>) -> RedisPermit<C> {
+        RedisPermit::new(self.inner.clone(), generation, kind, route)
+    }
+
+    /// Awaits `future` if admitted; `Ok` is a success and `Err` a failure.
+    pub async fn call<T, E, F>(&self, future: F) -> Result<T, CallError<E>>
+    where
+        F: Future<Output = Result<T, E>>,
+    {
+        self.call_with(&DefaultJudge, future).await
+    }
+
+    /// Awaits `future` if admitted and records what `judge` makes of its result and
+    /// latency. Dropping the returned future releases the permit.
+    pub async fn call_with<T, E, F, J>(&self, judge: &J, future: F) -> Result<T, CallError<E>>
+    where
+        F: Future<Output = Result<T, E>>,
+        J: Judge<T, E> + ?Sized,
+    {
+        let permit = self.acquire().await.map_err(CallError::Open)?;
+        let started = self.inner.clock.now();
+        let result = future.await;
+        let latency = self.inner.clock.now().saturating_sub(started).as_duration();
+        permit
+            .record_with_latency(judge.judge(&result, latency), latency)
+            .await;
+        result.map_err(CallError::Inner)
+    }
+
+    async fn manual(&self, op: ManualOp) -> Result<(), StoreError> {
+        let inner = &self.inner;
+        let now = inner.clock.now();
+        // The node that made the change keeps it through an outage.
+        match op {
+            ManualOp::ForceOpen(d) | ManualOp::Disable(d) => {
+                let phase = if matches!(op, ManualOp::ForceOpen(_)) {
+                    Phase::ForcedOpen
+                } else {
+                    Phase::Disabled
+                };
+                inner.set_view(|v| View {
+                    phase,
+                    generation: v.generation,
+                    until: d.map(|d| now.saturating_add(Nanos::from_duration(d))),
+                    known: true,
+                    as_of_us: v.as_of_us,
+                });
+            }
+            ManualOp::Reset => {
+                inner.local.reset();
+                inner.set_view(|v| View {
+                    phase: Phase::Closed,
+                    generation: v.generation,
+                    until: None,
+                    known: true,
+                    as_of_us: v.as_of_us,
+                });
+            }
+            ManualOp::Trip(_) | ManualOp::Repair => {}
+        }
+        if inner.is_down() {
+            if let Ok(mut pending) = inner.pending_manual.lock() {
+                *pending = Some(op);
+            }
+            return Err(StoreError::Unavailable);
+        }
+        match inner
+            .store
+            .manual(op, inner.now_arg(), inner.sample())
+            .await
+        {
+            Ok(answer) => {
+                inner.absorb(answer, true);
+                Ok(())
+            }
+            Err(error) => {
+                if let Ok(mut pending) = inner.pending_manual.lock() {
+                    *pending = Some(op);
+                }
+                inner.enter_outage(&error);
+                Err(error)
+            }
+        }
+    }
+
+    /// Opens the breaker for every node until [`RedisBreaker::reset`] (or for `duration`,
+    /// after which it probes). If Redis cannot be reached, this node keeps the override
+    /// and pushes it when Redis is back; the error says so.
+    pub async fn force_open(&self, duration: Option<Duration>) -> Result<(), StoreError> {
+        self.manual(ManualOp::ForceOpen(duration)).await
+    }
+
+    /// Admits every call and records nothing, on every node, until reset (or for
+    /// `duration`). Kept locally through an outage, like [`RedisBreaker::force_open`].
+    pub async fn disable(&self, duration: Option<Duration>) -> Result<(), StoreError> {
+        self.manual(ManualOp::Disable(duration)).await
+    }
+
+    /// Back to a fresh closed phase on every node (and locally, at once).
+    pub async fn reset(&self) -> Result<(), StoreError> {
+        self.manual(ManualOp::Reset).await
+    }
+
+    /// The shared state, read from Redis (changes nothing).
+    pub async fn snapshot(&self) -> Result<Snapshot, StoreError> {
+        let inner = &self.inner;
+        let answer = inner.store.read(inner.now_arg()).await?;
+        let reply = inner.absorb(answer, false);
+        let window = match reply.decision {
+            ReplyDecision::State(counts) => counts,
+            _ => WindowCounts::default(),
+        };
+        let s = &reply.state;
+        let rate = |n: u64| (window.calls > 0).then(|| n as f64 / window.calls as f64);
+        let hot = crate::wire::micros(inner.config.half_open_timeout);
+        let retry_after_us = match s.phase {
+            Phase::Open => s.remaining_us(reply.now_us),
+            Phase::HalfOpen => Some((s.since_us + hot).saturating_sub(reply.now_us)),
+            Phase::ForcedOpen => s.remaining_us(reply.now_us),
+            _ => None,
+        };
+        Ok(Snapshot {
+            name: inner.name.clone(),
+            phase: s.phase,
+            generation: s.generation,
+            window,
+            failure_rate: rate(window.failures),
+            slow_call_rate: rate(window.slow),
+            consecutive_failures: s.consecutive_failures,
+            probes_in_flight: s.in_flight,
+            probe_successes: s.probe_successes,
+            trips: s.trips,
+            retry_after: retry_after_us.map(micros_to_duration),
+            stale_results: inner.stats.stale.load(Ordering::Relaxed),
+        })
+    }
+
+    /// Sends the queued closed-phase outcomes now (local-view mode).
+    pub async fn flush(&self) {
+        self.inner.flush().await;
+    }
+}

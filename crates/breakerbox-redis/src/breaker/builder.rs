@@ -1,0 +1,248 @@
+//! Building a [`RedisBreaker`].
+
+use std::collections::hash_map::RandomState;
+use std::fmt;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use breakerbox::model::TransitionReason;
+use breakerbox::{
+    CircuitBreaker, Clock, Config, ConfigError, Event, EventKind, JitterSource, MonotonicClock,
+    Phase, SplitMix,
+};
+use tokio::sync::{oneshot, Notify};
+
+use super::view::ViewCell;
+use super::{background, Inner, RedisBreaker};
+use crate::events::{RedisListener, Stats};
+use crate::options::{Backoff, Fallback, Mode};
+use crate::store::{RedisStore, StoreOptions};
+
+/// Why a [`RedisBreaker`] could not be built. (An unreachable Redis is not an error: the
+/// breaker starts on its fallback and connects when Redis is there.)
+#[derive(Debug)]
+pub enum BuildError {
+    /// The breaker's config was refused.
+    Config(ConfigError),
+    /// The URL was refused (e.g. `rediss://` without the `tls` feature).
+    Url(redis::RedisError),
+    /// `build` was called outside a tokio runtime.
+    NoRuntime,
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::Config(e) => e.fmt(f),
+            BuildError::Url(e) => write!(f, "invalid redis url: {e}"),
+            BuildError::NoRuntime => f.write_str("RedisBreaker::build needs a tokio runtime"),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {}
+
+/// Builds a [`RedisBreaker`]. Start with [`RedisBreaker::builder`].
+pub struct RedisBreakerBuilder<C = MonotonicClock> {
+    url: String,
+    client: Option<redis::Client>,
+    name: String,
+    config: Option<Config>,
+    store: StoreOptions,
+    mode: Mode,
+    fallback: Fallback,
+    backoff: Backoff,
+    clock: C,
+    script_time: bool,
+    listeners: Vec<Arc<dyn RedisListener>>,
+    jitter: Option<Arc<dyn JitterSource>>,
+}
+
+impl RedisBreakerBuilder<MonotonicClock> {
+    pub(crate) fn new(url: String, name: String) -> Self {
+        RedisBreakerBuilder {
+            url,
+            client: None,
+            name,
+            config: None,
+            store: StoreOptions::default(),
+            mode: Mode::default(),
+            fallback: Fallback::default(),
+            backoff: Backoff::default(),
+            clock: MonotonicClock,
+            script_time: false,
+            listeners: Vec::new(),
+            jitter: None,
+        }
+    }
+}
+
+impl<C: Clock + Clone> RedisBreakerBuilder<C> {
+    /// The breaker's config (default: `Config::builder().build()`). Every node sharing the
+    /// breaker should use the same config; the window's shape is checked on every script
+    /// call and a changed shape starts an empty window.
+    pub fn config(mut self, config: Config) -> Self {
+        self.config = Some(config);
+        self
+    }
+
+    /// Uses a ready client instead of the URL, e.g. one made with
+    /// `redis::Client::build_with_tls` to trust a private CA or present a client
+    /// certificate (`tls` feature).
+    pub fn client(mut self, client: redis::Client) -> Self {
+        self.client = Some(client);
+        self
+    }
+
+    /// Key prefix (default `bb:`): the breaker lives at `{prefix}{name}`.
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.store.prefix = prefix.into();
+        self
+    }
+
+    /// Expiry of an abandoned breaker's hash (default 24 h, refreshed on every write).
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.store.ttl = ttl;
+        self
+    }
+
+    /// Bound on every Redis call (default 100 ms).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.store.timeout = timeout;
+        self
+    }
+
+    /// Strict or local-view mode (default: [`Mode::LocalView`] with [`LocalView::default`](crate::LocalView::default)).
+    pub fn mode(mut self, mode: Mode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// What decides while Redis is away (default: [`Fallback::LocalBreaker`]).
+    pub fn fallback(mut self, fallback: Fallback) -> Self {
+        self.fallback = fallback;
+        self
+    }
+
+    /// Reconnection backoff (default 50 ms doubling to 2 s).
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// Adds a listener for transitions, rejections, stale results, outages and repairs.
+    pub fn listener(mut self, listener: impl RedisListener) -> Self {
+        self.listeners.push(Arc::new(listener));
+        self
+    }
+
+    /// The randomness for jitter (default: splitmix seeded at random).
+    pub fn jitter_source(mut self, source: impl JitterSource) -> Self {
+        self.jitter = Some(Arc::new(source));
+        self
+    }
+
+    /// Uses another local clock (for latency, the local view, the fallback breaker).
+    pub fn clock<C2: Clock + Clone>(self, clock: C2) -> RedisBreakerBuilder<C2> {
+        RedisBreakerBuilder {
+            url: self.url,
+            client: self.client,
+            name: self.name,
+            config: self.config,
+            store: self.store,
+            mode: self.mode,
+            fallback: self.fallback,
+            backoff: self.backoff,
+            clock,
+            script_time: self.script_time,
+            listeners: self.listeners,
+            jitter: self.jitter,
+        }
+    }
+
+    /// Tests only: the scripts take their time from this breaker's clock (in
+    /// microseconds) instead of Redis `TIME`, so a [`breakerbox::ManualClock`] drives
+    /// the shared state deterministically.
+    pub fn script_time_from_clock(mut self) -> Self {
+        self.script_time = true;
+        self
+    }
+
+    /// Builds the breaker, reads the shared state once and subscribes to its channel
+    /// (each bounded by the timeout). If Redis is unreachable the breaker starts on its
+    /// fallback.
+    pub async fn build(self) -> Result<RedisBreaker<C>, BuildError> {
+        let config = match self.config {
+            Some(config) => config,
+            None => Config::builder().build().map_err(BuildError::Config)?,
+        };
+        tokio::runtime::Handle::try_current().map_err(|_| BuildError::NoRuntime)?;
+        let client = match self.client {
+            Some(client) => client,
+            None => redis::Client::open(self.url.as_str()).map_err(BuildError::Url)?,
+        };
+        let store = RedisStore::new(client, &self.name, &config, &self.store);
+        let local_trip: Arc<Mutex<Option<&'static str>>> = Arc::new(Mutex::new(None));
+        let trip_log = local_trip.clone();
+        let local = CircuitBreaker::builder()
+            .config(config.clone())
+            .name(self.name.clone())
+            .clock(self.clock.clone())
+            .listener(move |event: &Event<'_>| {
+                if let EventKind::Transition(t) = event.kind {
+                    if t.to == Phase::Open && t.reason != TransitionReason::Reset {
+                        if let Ok(mut r) = trip_log.lock() {
+                            r.get_or_insert(t.reason.as_str());
+                        }
+                    }
+                }
+            })
+            .build()
+            .map_err(BuildError::Config)?;
+        let jitter = self.jitter.unwrap_or_else(|| {
+            let mut h = RandomState::new().build_hasher();
+            h.write_u64(self.clock.now().as_u64());
+            Arc::new(SplitMix::new(h.finish()))
+        });
+        let wake = Arc::new(Notify::new());
+        let inner = Arc::new(Inner {
+            name: self.name,
+            config,
+            store,
+            mode: self.mode,
+            fallback: self.fallback,
+            backoff: self.backoff,
+            clock: self.clock,
+            script_time: self.script_time,
+            jitter,
+            view: ViewCell::new(),
+            down: AtomicBool::new(false),
+            down_since: AtomicU64::new(0),
+            local,
+            local_trip,
+            pending_manual: Mutex::new(None),
+            batch: Mutex::new(Vec::new()),
+            urgent: AtomicBool::new(false),
+            wake: wake.clone(),
+            listeners: self.listeners,
+            stats: Stats::default(),
+            last_news: AtomicU64::new(0),
+        });
+        match inner.store.read(inner.now_arg()).await {
+            Ok(answer) => {
+                inner.absorb(answer, true);
+            }
+            Err(error) => inner.enter_outage(&error),
+        }
+        let (ready_tx, ready_rx) = oneshot::channel();
+        tokio::spawn(background::listen(Arc::downgrade(&inner), Some(ready_tx)));
+        tokio::spawn(background::run(Arc::downgrade(&inner), wake));
+        if !inner.is_down() {
+            let wait = inner.store.timeout().max(Duration::from_millis(500));
+            let _ = tokio::time::timeout(wait, ready_rx).await;
+        }
+        Ok(RedisBreaker { inner })
+    }
+}

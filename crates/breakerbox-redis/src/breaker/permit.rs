@@ -1,0 +1,182 @@
+//! The right to make one call through a [`RedisBreaker`](crate::RedisBreaker).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use breakerbox::model::PermitKind;
+use breakerbox::{Clock, MonotonicClock, Nanos, OwnedPermit, Verdict};
+
+use super::Inner;
+use crate::store::OutcomeArg;
+use crate::wire::ReplyDecision;
+
+/// Where a permit's outcome goes.
+pub(crate) enum Route<C: Clock + Clone> {
+    /// A script call per outcome (strict mode, half-open probes).
+    Redis,
+    /// The next batch (closed phase in local-view mode).
+    Batched,
+    /// The fallback breaker, during an outage.
+    Local(Option<OwnedPermit<C>>),
+    /// Nowhere (disabled, fail-open).
+    Free,
+}
+
+/// The right to make one call. Record its verdict with [`RedisPermit::record`]; dropping
+/// it unrecorded releases it (a half-open probe's slot is freed in Redis by a background
+/// task; if that cannot run, the half-open deadline reclaims the slot).
+#[must_use = "a permit records nothing unless a verdict is given"]
+pub struct RedisPermit<C: Clock + Clone = MonotonicClock> {
+    inner: Arc<Inner<C>>,
+    generation: u64,
+    kind: PermitKind,
+    route: Route<C>,
+    started: Nanos,
+    done: bool,
+}
+
+impl<C: Clock + Clone> std::fmt::Debug for RedisPermit<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisPermit")
+            .field("breaker", &self.inner.name)
+            .field("generation", &self.generation)
+            .field("kind", &self.kind)
+            .finish()
+    }
+}
+
+impl<C: Clock + Clone> RedisPermit<C> {
+    pub(crate) fn new(
+        inner: Arc<Inner<C>>,
+        generation: u64,
+        kind: PermitKind,
+        route: Route<C>,
+    ) -> Self {
+        let started = inner.clock.now();
+        RedisPermit {
+            inner,
+            generation,
+            kind,
+            route,
+            started,
+            done: false,
+        }
+    }
+
+    /// The generation the permit was issued in.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// What the permit is for.
+    pub fn kind(&self) -> PermitKind {
+        self.kind
+    }
+
+    /// Whether this call is a half-open probe (reserved in Redis, capped fleet-wide).
+    pub fn is_probe(&self) -> bool {
+        self.kind == PermitKind::Probe
+    }
+
+    /// Whether the permit came from the fallback policy during a Redis outage.
+    pub fn is_fallback(&self) -> bool {
+        matches!(self.route, Route::Local(_))
+    }
+
+    /// Records `verdict`, with the latency measured since the acquire.
+    pub async fn record(self, verdict: Verdict) {
+        let latency = self
+            .inner
+            .clock
+            .now()
+            .saturating_sub(self.started)
+            .as_duration();
+        self.record_with_latency(verdict, latency).await
+    }
+
+    /// Records a success.
+    pub async fn success(self) {
+        self.record(Verdict::Success).await
+    }
+
+    /// Records a failure.
+    pub async fn failure(self) {
+        self.record(Verdict::Failure).await
+    }
+
+    /// Records a call that says nothing about the dependency (frees a probe slot).
+    pub async fn ignore(self) {
+        self.record(Verdict::Ignore).await
+    }
+
+    /// Records `verdict` for a call that took `latency`.
+    pub async fn record_with_latency(mut self, verdict: Verdict, latency: Duration) {
+        self.done = true;
+        let outcome = OutcomeArg {
+            generation: self.generation,
+            kind: self.kind,
+            verdict,
+            latency,
+        };
+        let inner = self.inner.clone();
+        match &mut self.route {
+            Route::Free => {}
+            Route::Local(permit) => {
+                if let Some(permit) = permit.take() {
+                    permit.record_with_latency(verdict, latency);
+                }
+            }
+            // Kept through an outage too: it belongs to the shared phase (a stale
+            // generation makes it harmless if the phase moved on).
+            Route::Batched => inner.enqueue(outcome),
+            Route::Redis => {
+                if inner.is_down() {
+                    return;
+                }
+                match inner
+                    .store
+                    .record(&[outcome], inner.now_arg(), inner.sample())
+                    .await
+                {
+                    Ok(answer) => {
+                        let reply = inner.absorb(answer, false);
+                        if reply.decision == ReplyDecision::Batch(vec![false]) {
+                            inner.stale(self.generation);
+                        }
+                    }
+                    Err(error) => inner.enter_outage(&error),
+                }
+            }
+        }
+    }
+}
+
+impl<C: Clock + Clone> Drop for RedisPermit<C> {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        if let Route::Redis = self.route {
+            if self.kind != PermitKind::Probe || self.inner.is_down() {
+                return;
+            }
+            let Ok(handle) = tokio::runtime::Handle::try_current() else {
+                return;
+            };
+            let inner = self.inner.clone();
+            let (generation, kind) = (self.generation, self.kind);
+            handle.spawn(async move {
+                match inner
+                    .store
+                    .release(generation, kind, inner.now_arg(), inner.sample())
+                    .await
+                {
+                    Ok(answer) => {
+                        inner.absorb(answer, false);
+                    }
+                    Err(error) => inner.enter_outage(&error),
+                }
+            });
+        }
+    }
+}

@@ -1,0 +1,55 @@
+//! # breakerbox-redis
+//!
+//! One circuit breaker shared by many processes and machines, its state in Redis.
+//!
+//! - Every state change is one atomic Lua script (`lua/*.lua`, one per operation), loaded
+//!   with `SCRIPT LOAD`, run with `EVALSHA` and reloaded on `NOSCRIPT`. The scripts port
+//!   [`breakerbox::model`] line by line and read Redis `TIME` (microseconds), so machines
+//!   with skewed clocks agree.
+//! - One hash per breaker at `{prefix}{name}` (the name in a hash tag, so a breaker lives
+//!   on one Redis Cluster slot), expiring when abandoned.
+//! - Half-open probe slots are reserved in Redis: `max_probes` caps probes across the
+//!   fleet, and the half-open deadline reclaims the slots of crashed nodes.
+//! - [`RedisBreaker`] keeps a local view (pub/sub plus a periodic refresh): no Redis round
+//!   trip per call while closed (outcomes go in batches), none at all while open.
+//!   [`Mode::Strict`] asks Redis on every call.
+//! - Every Redis call has a timeout; when Redis is away a [`Fallback`] decides (a local
+//!   in-process breaker by default), reported once per outage, and the state is
+//!   resynchronised when Redis is back (see [`RedisBreaker`] and the README for which
+//!   state wins).
+//!
+//! ```no_run
+//! use breakerbox::Config;
+//! use breakerbox_redis::RedisBreaker;
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let config = Config::builder().consecutive_failures(5).build()?;
+//! let breaker = RedisBreaker::builder("redis://127.0.0.1:6379/", "payments")
+//!     .config(config)
+//!     .build()
+//!     .await?;
+//! let receipt = breaker.call(async { Ok::<_, std::io::Error>("charged") }).await;
+//! # let _ = receipt;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! ## Features
+//!
+//! | feature | default | what it adds                              |
+//! |---------|---------|-------------------------------------------|
+//! | `tls`   | no      | `rediss://` URLs (redis-rs with rustls)   |
+
+mod breaker;
+mod events;
+mod options;
+mod scripts;
+mod store;
+mod wire;
+
+pub use breaker::{BuildError, RedisBreaker, RedisBreakerBuilder, RedisPermit};
+pub use events::{RedisEvent, RedisListener, Stats, StatsSnapshot};
+pub use options::{Backoff, Fallback, LocalView, Mode};
+pub use scripts::ScriptKind;
+pub use store::{breaker_key, Answer, ManualOp, OutcomeArg, RedisStore, StoreError, StoreOptions};
+pub use wire::{reason_from_str, Reply, ReplyDecision, StoredState};

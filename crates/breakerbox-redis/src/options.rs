@@ -1,0 +1,89 @@
+//! How a Redis breaker talks to Redis and what it does when Redis is away.
+
+use std::time::Duration;
+
+/// What decides calls while Redis is unreachable.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub enum Fallback {
+    /// An in-process [`breakerbox::CircuitBreaker`] with the same config (the default):
+    /// the node keeps protecting the dependency on its own.
+    #[default]
+    LocalBreaker,
+    /// Admit every call and record nothing.
+    FailOpen,
+    /// Reject every call.
+    FailClosed,
+}
+
+/// How often a breaker goes to Redis.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// One script call per acquire and one per outcome: every decision is made in Redis.
+    Strict,
+    /// The default: a local view of the shared phase (pub/sub plus a periodic refresh)
+    /// admits closed-phase calls and rejects open-phase calls without Redis; closed-phase
+    /// outcomes go to Redis in batches. Half-open acquires always go to Redis.
+    LocalView(LocalView),
+}
+
+impl Default for Mode {
+    fn default() -> Self {
+        Mode::LocalView(LocalView::default())
+    }
+}
+
+/// The batching and refreshing of [`Mode::LocalView`].
+///
+/// ```
+/// use breakerbox_redis::{LocalView, Mode};
+/// use std::time::Duration;
+///
+/// let mode = Mode::LocalView(LocalView {
+///     flush_interval: Duration::from_millis(100),
+///     ..LocalView::default()
+/// });
+/// # let _ = mode;
+/// ```
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct LocalView {
+    /// Successes are sent at least this often (default 1 s).
+    pub flush_interval: Duration,
+    /// A failure (or a slow call) is sent within this (default 20 ms), so a trip reaches
+    /// Redis, and every node, quickly; failures arriving meanwhile share the batch.
+    pub failure_flush_interval: Duration,
+    /// A batch is sent as soon as this many outcomes wait (default 2,000).
+    pub batch_size: usize,
+    /// The view is re-read from Redis when no script reply or message has refreshed it
+    /// for this long (default 1 s).
+    pub refresh_interval: Duration,
+}
+
+impl Default for LocalView {
+    fn default() -> Self {
+        LocalView {
+            flush_interval: Duration::from_secs(1),
+            failure_flush_interval: Duration::from_millis(20),
+            batch_size: 2_000,
+            refresh_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Reconnection backoff while Redis is away: the first retry after `min`, doubling up to
+/// `max`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Backoff {
+    /// First delay.
+    pub min: Duration,
+    /// Largest delay.
+    pub max: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff {
+            min: Duration::from_millis(50),
+            max: Duration::from_secs(2),
+        }
+    }
+}

@@ -1,0 +1,291 @@
+//! What goes over the wire: the config as a script argument, and the scripts' replies.
+
+use breakerbox::config::WindowKind;
+use breakerbox::model::Transition;
+use breakerbox::model::{PermitKind, TransitionReason, TripReason, WindowCounts};
+use breakerbox::{Config, Phase};
+use redis::Value;
+
+/// Whole microseconds of a duration (sub-microsecond parts are dropped: the Redis engine
+/// keeps time in microseconds).
+pub(crate) fn micros(duration: std::time::Duration) -> u64 {
+    u64::try_from(duration.as_micros()).unwrap_or(u64::MAX)
+}
+
+/// The config as `lua/common.lua`'s `parse_config` reads it.
+pub(crate) fn encode_config(config: &Config) -> String {
+    let (wk, wsize, wwidth, wbuckets) = match config.rate.map(|rule| rule.window) {
+        None => ("n", 0, 0, 0),
+        Some(WindowKind::Count { size }) => ("c", u64::from(size), 0, 0),
+        Some(kind @ WindowKind::Time { buckets, .. }) => {
+            let width_us = kind
+                .bucket_width()
+                .map_or(1, |w| (w.as_u64() / 1000).max(1));
+            ("t", 0, width_us, u64::from(buckets))
+        }
+    };
+    let rule = config.rate;
+    let fppm = rule.and_then(|r| r.failure_rate).map_or(0, |r| r.ppm());
+    let sppm = rule.and_then(|r| r.slow_rate).map_or(0, |r| r.ppm());
+    let minc = rule.map_or(0, |r| r.min_calls);
+    let slow = config
+        .slow_call_threshold
+        .map_or(-1, |t| i128::from(micros(t)) as i64);
+    format!(
+        "{},{},{},{},{},{},{},{},{},{},{:?},{},{:?},{},{},{}",
+        config.consecutive_failures.unwrap_or(0),
+        wk,
+        wsize,
+        wwidth,
+        wbuckets,
+        fppm,
+        sppm,
+        minc,
+        slow,
+        micros(config.recovery_timeout),
+        config.backoff_multiplier,
+        micros(config.max_open_duration),
+        config.jitter,
+        config.max_probes,
+        config.required_successes,
+        micros(config.half_open_timeout),
+    )
+}
+
+/// What a script decided.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReplyDecision {
+    /// Acquire admitted a call.
+    Admitted {
+        /// The permit's generation.
+        generation: u64,
+        /// The permit's kind.
+        kind: PermitKind,
+    },
+    /// Acquire rejected the call.
+    Rejected {
+        /// The phase after the acquire.
+        phase: Phase,
+        /// When to retry, in microseconds, if known.
+        retry_after_us: Option<u64>,
+    },
+    /// A release was applied.
+    Recorded,
+    /// A release belonged to an older generation.
+    Stale,
+    /// A batch of outcomes: one entry per outcome, `true` recorded, `false` stale.
+    Batch(Vec<bool>),
+    /// A manual operation was applied.
+    Done,
+    /// A read: what the window holds now (zero outside closed).
+    State(WindowCounts),
+}
+
+/// The breaker's state as stored in Redis, after the operation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredState {
+    /// The phase.
+    pub phase: Phase,
+    /// The generation.
+    pub generation: u64,
+    /// When the phase began (Redis time, microseconds).
+    pub since_us: u64,
+    /// Open: end of the cool-down; ForcedOpen / Disabled: end of the override (`None`:
+    /// never); otherwise 0.
+    pub until_us: Option<u64>,
+    /// Consecutive trips without a close.
+    pub trips: u32,
+    /// Half-open probes in flight.
+    pub in_flight: u32,
+    /// Half-open consecutive probe successes.
+    pub probe_successes: u32,
+    /// Closed: the current failure streak.
+    pub consecutive_failures: u32,
+}
+
+impl StoredState {
+    /// How long until `until_us`, seen from `now_us` (`None` for never).
+    pub fn remaining_us(&self, now_us: u64) -> Option<u64> {
+        self.until_us.map(|until| until.saturating_sub(now_us))
+    }
+}
+
+/// A script's whole reply.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reply {
+    /// What was decided.
+    pub decision: ReplyDecision,
+    /// The state after the operation.
+    pub state: StoredState,
+    /// The script's `now` (Redis `TIME`, or the explicit time), in microseconds.
+    pub now_us: u64,
+    /// The phase changes the operation made, in order.
+    pub transitions: Vec<Transition>,
+}
+
+/// Why a reply could not be understood, or a corrupt value the script found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum ParseError {
+    Corrupt(String),
+    Protocol(String),
+}
+
+fn int(values: &[Value], i: usize) -> Result<i64, ParseError> {
+    match values.get(i) {
+        Some(Value::Int(n)) => Ok(*n),
+        Some(Value::BulkString(b)) => std::str::from_utf8(b)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| ParseError::Protocol(format!("reply item {i} is not an integer"))),
+        other => Err(ParseError::Protocol(format!(
+            "reply item {i} is {other:?}, expected an integer"
+        ))),
+    }
+}
+
+fn uint(values: &[Value], i: usize) -> Result<u64, ParseError> {
+    let n = int(values, i)?;
+    u64::try_from(n).map_err(|_| ParseError::Protocol(format!("reply item {i} is {n}")))
+}
+
+fn small(values: &[Value], i: usize) -> Result<u32, ParseError> {
+    let n = uint(values, i)?;
+    u32::try_from(n).map_err(|_| ParseError::Protocol(format!("reply item {i} is {n}")))
+}
+
+fn text(values: &[Value], i: usize) -> Result<String, ParseError> {
+    match values.get(i) {
+        Some(Value::BulkString(b)) => Ok(String::from_utf8_lossy(b).into_owned()),
+        Some(Value::SimpleString(s)) => Ok(s.clone()),
+        other => Err(ParseError::Protocol(format!(
+            "reply item {i} is {other:?}, expected a string"
+        ))),
+    }
+}
+
+fn phase(values: &[Value], i: usize) -> Result<Phase, ParseError> {
+    Ok(match int(values, i)? {
+        0 => Phase::Closed,
+        1 => Phase::Open,
+        2 => Phase::HalfOpen,
+        3 => Phase::ForcedOpen,
+        4 => Phase::Disabled,
+        n => return Err(ParseError::Protocol(format!("phase code {n}"))),
+    })
+}
+
+fn kind(code: i64) -> Result<PermitKind, ParseError> {
+    Ok(match code {
+        0 => PermitKind::Normal,
+        1 => PermitKind::Probe,
+        2 => PermitKind::Passthrough,
+        n => return Err(ParseError::Protocol(format!("permit kind code {n}"))),
+    })
+}
+
+/// The code a permit kind has in the scripts.
+pub(crate) fn kind_code(kind: PermitKind) -> u8 {
+    match kind {
+        PermitKind::Normal => 0,
+        PermitKind::Probe => 1,
+        PermitKind::Passthrough => 2,
+    }
+}
+
+/// Parses a transition reason as `TransitionReason::as_str` spells it.
+pub fn reason_from_str(name: &str) -> Option<TransitionReason> {
+    Some(match name {
+        "consecutive_failures" => TransitionReason::Tripped(TripReason::ConsecutiveFailures),
+        "failure_rate" => TransitionReason::Tripped(TripReason::FailureRate),
+        "slow_call_rate" => TransitionReason::Tripped(TripReason::SlowCallRate),
+        "cooldown_elapsed" => TransitionReason::CooldownElapsed,
+        "probe_failed" => TransitionReason::ProbeFailed,
+        "half_open_timed_out" => TransitionReason::HalfOpenTimedOut,
+        "probes_succeeded" => TransitionReason::ProbesSucceeded,
+        "override_expired" => TransitionReason::OverrideExpired,
+        "forced_open" => TransitionReason::ForcedOpen,
+        "disabled" => TransitionReason::Disabled,
+        "reset" => TransitionReason::Reset,
+        _ => return None,
+    })
+}
+
+/// Parses a script reply (see `answer` in `lua/common.lua`).
+pub(crate) fn parse_reply(value: &Value) -> Result<Reply, ParseError> {
+    let Value::Array(v) = value else {
+        return Err(ParseError::Protocol(format!(
+            "script reply is {value:?}, expected an array"
+        )));
+    };
+    let head = text(v, 0)?;
+    if head == "corrupt" {
+        return Err(ParseError::Corrupt(text(v, 1)?));
+    }
+    if head == "error" {
+        return Err(ParseError::Protocol(text(v, 1)?));
+    }
+    let state = StoredState {
+        phase: phase(v, 3)?,
+        generation: uint(v, 4)?,
+        since_us: uint(v, 5)?,
+        until_us: match int(v, 6)? {
+            -1 => None,
+            n => Some(u64::try_from(n).unwrap_or(0)),
+        },
+        trips: small(v, 7)?,
+        in_flight: small(v, 8)?,
+        probe_successes: small(v, 9)?,
+        consecutive_failures: small(v, 10)?,
+    };
+    let now_us = uint(v, 11)?;
+    let count = uint(v, 12)? as usize;
+    let mut transitions = Vec::with_capacity(count);
+    let mut at = 13;
+    for _ in 0..count {
+        let name = text(v, at + 3)?;
+        transitions.push(Transition {
+            from: phase(v, at)?,
+            to: phase(v, at + 1)?,
+            generation: uint(v, at + 2)?,
+            reason: reason_from_str(&name)
+                .ok_or_else(|| ParseError::Protocol(format!("transition reason {name}")))?,
+        });
+        at += 4;
+    }
+    let decision = match head.as_str() {
+        "admit" => ReplyDecision::Admitted {
+            generation: uint(v, 1)?,
+            kind: kind(int(v, 2)?)?,
+        },
+        "reject" => ReplyDecision::Rejected {
+            phase: phase(v, 1)?,
+            retry_after_us: match int(v, 2)? {
+                -1 => None,
+                n => Some(u64::try_from(n).unwrap_or(0)),
+            },
+        },
+        "recorded" => ReplyDecision::Recorded,
+        "stale" => ReplyDecision::Stale,
+        "done" => ReplyDecision::Done,
+        "batch" => {
+            let n = uint(v, 1)? as usize;
+            let mut codes = Vec::with_capacity(n);
+            for i in 0..n {
+                codes.push(int(v, at + i)? == 1);
+            }
+            ReplyDecision::Batch(codes)
+        }
+        "state" => ReplyDecision::State(WindowCounts {
+            calls: uint(v, at)?,
+            failures: uint(v, at + 1)?,
+            slow: uint(v, at + 2)?,
+        }),
+        other => return Err(ParseError::Protocol(format!("script reply head {other}"))),
+    };
+    Ok(Reply {
+        decision,
+        state,
+        now_us,
+        transitions,
+    })
+}

@@ -1,0 +1,355 @@
+//! Faults against real redis-server processes: killed, paused (SIGSTOP), restarted,
+//! scripts flushed, hashes corrupted. No panic, no call blocked much longer than the
+//! timeout, the fallback engaged, the state resynchronised.
+
+#![allow(clippy::unwrap_used)] // tests unwrap
+// Tests measure real elapsed time against real servers.
+#![allow(clippy::disallowed_methods)]
+
+#[path = "support/redis_server.rs"]
+mod redis_server;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use breakerbox::{Config, Phase};
+use breakerbox_redis::{Backoff, Fallback, LocalView, Mode, RedisBreaker, RedisEvent};
+use redis_server::RedisServer;
+
+const TIMEOUT: Duration = Duration::from_millis(100);
+/// How much longer than the Redis timeout a call may take on a busy 2-core machine.
+const MARGIN: Duration = Duration::from_millis(250);
+
+type Events = Arc<Mutex<Vec<RedisEvent>>>;
+
+async fn node(
+    server: &RedisServer,
+    name: &str,
+    mode: Mode,
+    fallback: Fallback,
+) -> (RedisBreaker, Events) {
+    let events: Events = Arc::new(Mutex::new(Vec::new()));
+    let log = events.clone();
+    let config = Config::builder()
+        .consecutive_failures(3)
+        .recovery_timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let breaker = RedisBreaker::builder(server.url(), name)
+        .config(config)
+        .mode(mode)
+        .fallback(fallback)
+        .timeout(TIMEOUT)
+        .backoff(Backoff {
+            min: Duration::from_millis(20),
+            max: Duration::from_millis(200),
+        })
+        .listener(move |_: &str, e: &RedisEvent| log.lock().unwrap().push(e.clone()))
+        .build()
+        .await
+        .unwrap();
+    (breaker, events)
+}
+
+fn local_view() -> Mode {
+    Mode::LocalView(LocalView {
+        flush_interval: Duration::from_millis(20),
+        batch_size: 50,
+        refresh_interval: Duration::from_millis(200),
+        ..LocalView::default()
+    })
+}
+
+fn count(events: &Events, f: impl Fn(&RedisEvent) -> bool) -> usize {
+    events.lock().unwrap().iter().filter(|e| f(e)).count()
+}
+
+async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// One acquire and, if admitted, one success; returns how long the acquire took.
+async fn timed_call(b: &RedisBreaker, ok: bool) -> Duration {
+    let started = Instant::now();
+    let permit = b.acquire().await;
+    let took = started.elapsed();
+    if let Ok(permit) = permit {
+        let started = Instant::now();
+        if ok {
+            permit.success().await;
+        } else {
+            permit.failure().await;
+        }
+        assert!(
+            started.elapsed() <= TIMEOUT + MARGIN,
+            "record blocked {:?}",
+            started.elapsed()
+        );
+    }
+    took
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_redis_engages_the_local_breaker_and_its_trip_is_pushed_back() {
+    let mut server = RedisServer::start();
+    let (b, events) = node(&server, "killed", local_view(), Fallback::LocalBreaker).await;
+    for _ in 0..20 {
+        timed_call(&b, true).await;
+    }
+    server.kill();
+    // Calls keep flowing and none waits longer than the timeout (plus a margin).
+    for _ in 0..100 {
+        let took = timed_call(&b, true).await;
+        assert!(took <= TIMEOUT + MARGIN, "acquire blocked {took:?}");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    wait_for("the outage", || b.is_degraded()).await;
+    assert_eq!(
+        count(&events, |e| matches!(e, RedisEvent::OutageStarted { .. })),
+        1
+    );
+    // The fallback breaker protects the dependency on its own.
+    for _ in 0..3 {
+        timed_call(&b, false).await;
+    }
+    let rejected = b.acquire().await.unwrap_err();
+    assert_eq!(rejected.phase(), Phase::Open);
+    assert!(b.stats().fallback_calls > 0);
+    // Redis comes back empty: the local trip is pushed.
+    server.restart();
+    wait_for("the resync", || !b.is_degraded()).await;
+    let ended: Vec<_> = events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|e| match e {
+            RedisEvent::OutageEnded { pushed, .. } => Some(*pushed),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ended, [Some("trip")]);
+    assert_eq!(b.snapshot().await.unwrap().phase, Phase::Open);
+    assert_eq!(b.acquire().await.unwrap_err().phase(), Phase::Open);
+    assert_eq!(
+        count(&events, |e| matches!(e, RedisEvent::OutageStarted { .. })),
+        1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_redis_is_an_outage_bounded_by_the_timeout() {
+    let server = RedisServer::start();
+    let (b, events) = node(&server, "paused", Mode::Strict, Fallback::LocalBreaker).await;
+    timed_call(&b, true).await;
+    server.pause();
+    for _ in 0..20 {
+        let took = timed_call(&b, true).await;
+        assert!(took <= TIMEOUT + MARGIN, "acquire blocked {took:?}");
+    }
+    assert!(b.is_degraded());
+    server.resume();
+    wait_for("the resync", || !b.is_degraded()).await;
+    assert_eq!(
+        count(&events, |e| matches!(e, RedisEvent::OutageStarted { .. })),
+        1
+    );
+    assert_eq!(
+        count(&events, |e| matches!(e, RedisEvent::OutageEnded { .. })),
+        1
+    );
+    let permit = b.acquire().await.unwrap();
+    assert!(!permit.is_fallback());
+    permit.success().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fail_closed_rejects_and_fail_open_admits_during_an_outage() {
+    let mut server = RedisServer::start();
+    let (closed, _) = node(&server, "policy", Mode::Strict, Fallback::FailClosed).await;
+    let (open, _) = node(&server, "policy", Mode::Strict, Fallback::FailOpen).await;
+    server.kill();
+    assert!(closed.acquire().await.is_err());
+    assert!(closed.acquire().await.is_err());
+    for _ in 0..10 {
+        open.acquire().await.unwrap().failure().await;
+    }
+    assert!(open.acquire().await.is_ok());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_override_is_kept_through_an_outage_and_pushed_back() {
+    let mut server = RedisServer::start();
+    let (a, _) = node(&server, "override", local_view(), Fallback::FailOpen).await;
+    let (b, _) = node(&server, "override", local_view(), Fallback::FailOpen).await;
+    a.force_open(None).await.unwrap();
+    wait_for("b to see the override", || {
+        b.local_phase() == Phase::ForcedOpen
+    })
+    .await;
+    server.kill();
+    wait_for("the outage", || {
+        // Nodes notice on their next Redis call (a refresh).
+        a.is_degraded() && b.is_degraded()
+    })
+    .await;
+    // Fail-open would admit; the override both nodes saw still rejects.
+    assert_eq!(a.acquire().await.unwrap_err().phase(), Phase::ForcedOpen);
+    assert_eq!(b.acquire().await.unwrap_err().phase(), Phase::ForcedOpen);
+    server.restart();
+    wait_for("the resync", || !a.is_degraded() && !b.is_degraded()).await;
+    assert_eq!(a.snapshot().await.unwrap().phase, Phase::ForcedOpen);
+    assert_eq!(b.acquire().await.unwrap_err().phase(), Phase::ForcedOpen);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reset_made_during_an_outage_is_pushed_when_redis_is_back() {
+    let server = RedisServer::start();
+    let (a, _) = node(&server, "reset-late", Mode::Strict, Fallback::FailOpen).await;
+    a.force_open(None).await.unwrap();
+    server.pause();
+    assert!(a.acquire().await.is_err());
+    assert!(a.is_degraded());
+    assert!(a.reset().await.is_err(), "not in redis yet");
+    assert!(a.acquire().await.is_ok(), "but applied locally at once");
+    server.resume();
+    wait_for("the resync", || !a.is_degraded()).await;
+    assert_eq!(a.snapshot().await.unwrap().phase, Phase::Closed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn script_flush_mid_run_changes_nothing_visible() {
+    let server = RedisServer::start();
+    let (b, events) = node(&server, "flush", Mode::Strict, Fallback::FailClosed).await;
+    for i in 0..50 {
+        if i % 10 == 5 {
+            assert_eq!(server.command(&["SCRIPT", "FLUSH"]).unwrap(), "+OK");
+        }
+        b.acquire().await.unwrap().success().await;
+    }
+    assert!(!b.is_degraded());
+    assert_eq!(
+        count(&events, |e| matches!(e, RedisEvent::OutageStarted { .. })),
+        0
+    );
+    assert!(server.command_calls("script|load") >= 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_hash_is_reported_and_repaired_by_the_breaker() {
+    let server = RedisServer::start();
+    let (b, events) = node(&server, "corrupt", Mode::Strict, Fallback::FailClosed).await;
+    b.acquire().await.unwrap().failure().await;
+    server
+        .command(&["HSET", "bb:{corrupt}", "phase", "9"])
+        .unwrap();
+    let permit = b.acquire().await.unwrap();
+    permit.failure().await; // stale: the repair started a new generation
+    assert_eq!(
+        count(&events, |e| matches!(e, RedisEvent::CorruptRepaired { .. })),
+        1
+    );
+    assert_eq!(b.snapshot().await.unwrap().phase, Phase::Closed);
+    assert_eq!(b.stats().repairs, 1);
+    server.command(&["DEL", "bb:{corrupt}"]).unwrap();
+    server
+        .command(&["SET", "bb:{corrupt}", "not a hash"])
+        .unwrap();
+    assert!(b.acquire().await.is_ok());
+    assert_eq!(
+        count(&events, |e| matches!(e, RedisEvent::CorruptRepaired { .. })),
+        2
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restarting_redis_under_load_from_many_tasks_never_blocks_a_call() {
+    let mut server = RedisServer::start();
+    let (b, _) = node(&server, "load", local_view(), Fallback::LocalBreaker).await;
+    let worst = Arc::new(Mutex::new(Duration::ZERO));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let b = b.clone();
+        let worst = worst.clone();
+        let stop = stop.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut n = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) && n < 100_000 {
+                let took = timed_call(&b, true).await;
+                {
+                    let mut w = worst.lock().unwrap();
+                    *w = (*w).max(took);
+                }
+                n += 1;
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    server.kill();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    server.restart();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    server.pause();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    server.resume();
+    wait_for("the resync", || !b.is_degraded()).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let worst = *worst.lock().unwrap();
+    assert!(worst <= TIMEOUT + MARGIN, "a call blocked {worst:?}");
+    assert!(b.stats().outages >= 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acl_user_in_the_url_authenticates_and_a_wrong_password_falls_back() {
+    let server = RedisServer::start_with(
+        &[
+            "--requirepass",
+            "admin-secret",
+            "--user",
+            "breaker",
+            "on",
+            ">s3cret",
+            "~bb:*",
+            "&*",
+            "+@all",
+        ],
+        Some("admin-secret"),
+    );
+    let url = format!("redis://breaker:s3cret@127.0.0.1:{}/", server.port());
+    let b = RedisBreaker::builder(url, "acl")
+        .mode(Mode::Strict)
+        .fallback(Fallback::FailClosed)
+        .timeout(Duration::from_millis(500))
+        .build()
+        .await
+        .unwrap();
+    b.acquire().await.unwrap().failure().await;
+    assert!(!b.is_degraded());
+    assert_eq!(b.snapshot().await.unwrap().consecutive_failures, 1);
+    assert_eq!(
+        server.command(&["HGET", "bb:{acl}", "streak"]).unwrap(),
+        "1"
+    );
+
+    let wrong = format!("redis://breaker:nope@127.0.0.1:{}/", server.port());
+    let b = RedisBreaker::builder(wrong, "acl")
+        .mode(Mode::Strict)
+        .fallback(Fallback::FailClosed)
+        .timeout(Duration::from_millis(500))
+        .build()
+        .await
+        .unwrap();
+    assert!(b.is_degraded());
+    assert!(
+        b.acquire().await.is_err(),
+        "fail-closed while redis refuses us"
+    );
+}

@@ -1,0 +1,213 @@
+//! The default local-view mode against a real redis-server: no round trip per closed call,
+//! none at all while open, trips propagated by pub/sub, probes capped fleet-wide.
+
+#![allow(clippy::unwrap_used)] // tests unwrap
+// Tests measure real elapsed time against real servers.
+#![allow(clippy::disallowed_methods)]
+
+#[path = "support/redis_server.rs"]
+mod redis_server;
+
+use std::time::{Duration, Instant};
+
+use breakerbox::{Config, Phase};
+use breakerbox_redis::{LocalView, Mode, RedisBreaker};
+use redis_server::RedisServer;
+
+fn mode() -> Mode {
+    Mode::LocalView(LocalView {
+        flush_interval: Duration::from_millis(50),
+        batch_size: 100,
+        refresh_interval: Duration::from_secs(1),
+        ..LocalView::default()
+    })
+}
+
+async fn node(server: &RedisServer, name: &str, config: Config) -> RedisBreaker {
+    RedisBreaker::builder(server.url(), name)
+        .config(config)
+        .mode(mode())
+        .timeout(Duration::from_millis(500))
+        .build()
+        .await
+        .unwrap()
+}
+
+async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closed_calls_are_admitted_locally_and_outcomes_sent_in_batches() {
+    let server = RedisServer::start();
+    let b = node(&server, "batched", Config::builder().build().unwrap()).await;
+    let before = server.command_calls("evalsha");
+    for _ in 0..1_000 {
+        b.acquire().await.unwrap().success().await;
+    }
+    b.flush().await;
+    let used = server.command_calls("evalsha") - before;
+    assert!(used <= 15, "{used} script calls for 1000 closed calls");
+    assert!(b.stats().local_admits >= 1_000);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_breaker_rejects_locally_with_zero_redis_commands() {
+    let server = RedisServer::start();
+    let config = Config::builder()
+        .consecutive_failures(3)
+        .recovery_timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let b = node(&server, "open", config).await;
+    for _ in 0..3 {
+        b.acquire().await.unwrap().failure().await;
+    }
+    b.flush().await;
+    wait_for("the trip", || b.local_phase() == Phase::Open).await;
+    let before = server.total_command_calls();
+    for _ in 0..1_000 {
+        let rejected = b.acquire().await.unwrap_err();
+        assert_eq!(rejected.phase(), Phase::Open);
+    }
+    // INFO itself is counted once between the two readings.
+    let used = server.total_command_calls() - before;
+    assert!(used <= 1, "{used} commands for 1000 rejected calls");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trip_on_one_node_reaches_the_others_by_pub_sub() {
+    let server = RedisServer::start();
+    let config = Config::builder()
+        .consecutive_failures(2)
+        .recovery_timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let a = node(&server, "propagate", config.clone()).await;
+    let b = node(&server, "propagate", config.clone()).await;
+    let c = node(&server, "propagate", config).await;
+    for _ in 0..2 {
+        a.acquire().await.unwrap().failure().await;
+    }
+    let started = Instant::now();
+    a.flush().await;
+    wait_for("node b to see the trip", || b.local_phase() == Phase::Open).await;
+    wait_for("node c to see the trip", || c.local_phase() == Phase::Open).await;
+    // Well under the refresh interval: it came by pub/sub.
+    assert!(started.elapsed() < Duration::from_millis(900));
+    assert_eq!(b.acquire().await.unwrap_err().phase(), Phase::Open);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn half_open_probes_are_capped_across_nodes() {
+    let server = RedisServer::start();
+    let config = Config::builder()
+        .consecutive_failures(1)
+        .recovery_timeout(Duration::from_millis(200))
+        .max_probes(2)
+        .required_successes(5)
+        .build()
+        .unwrap();
+    let mut nodes = Vec::new();
+    for _ in 0..4 {
+        nodes.push(node(&server, "probes", config.clone()).await);
+    }
+    nodes[0].acquire().await.unwrap().failure().await;
+    nodes[0].flush().await;
+    for n in &nodes {
+        wait_for("the trip", || n.local_phase() == Phase::Open).await;
+    }
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    let mut held = Vec::new();
+    for _ in 0..5 {
+        for n in &nodes {
+            if let Ok(permit) = n.acquire().await {
+                assert!(permit.is_probe());
+                held.push(permit);
+            }
+        }
+    }
+    assert_eq!(held.len(), 2, "exactly max_probes probes across 4 nodes");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reset_on_one_node_closes_every_node() {
+    let server = RedisServer::start();
+    let a = node(&server, "reset", Config::builder().build().unwrap()).await;
+    let b = node(&server, "reset", Config::builder().build().unwrap()).await;
+    a.force_open(None).await.unwrap();
+    wait_for("b to see the override", || {
+        b.local_phase() == Phase::ForcedOpen
+    })
+    .await;
+    assert_eq!(b.acquire().await.unwrap_err().phase(), Phase::ForcedOpen);
+    a.reset().await.unwrap();
+    wait_for("b to see the reset", || b.local_phase() == Phase::Closed).await;
+    assert!(b.acquire().await.is_ok());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abandoned_breaker_expires_and_a_node_follows_the_fresh_state() {
+    let server = RedisServer::start();
+    let config = Config::builder()
+        .consecutive_failures(3)
+        .recovery_timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let b = RedisBreaker::builder(server.url(), "expiring")
+        .config(config)
+        .mode(mode())
+        .ttl(Duration::from_millis(300))
+        .timeout(Duration::from_millis(500))
+        .build()
+        .await
+        .unwrap();
+    b.force_open(None).await.unwrap();
+    b.reset().await.unwrap();
+    assert_eq!(b.local_generation(), 2);
+    wait_for("the hash to expire", || {
+        server.command(&["EXISTS", "bb:{expiring}"]).as_deref() == Some(":0")
+    })
+    .await;
+    // The node still holds generation 2; the next reply (generation 0) replaces it, and
+    // the breaker trips on three fresh failures.
+    let mut tripped = false;
+    for _ in 0..20 {
+        if let Ok(permit) = b.acquire().await {
+            permit.failure().await;
+        }
+        b.flush().await;
+        if b.local_phase() == Phase::Open {
+            tripped = true;
+            break;
+        }
+    }
+    assert!(tripped, "the breaker trips after its hash expired");
+    assert_eq!(b.snapshot().await.unwrap().phase, Phase::Open);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disabled_breaker_admits_locally_until_the_override_expires() {
+    let server = RedisServer::start();
+    let b = node(&server, "disabled", Config::builder().build().unwrap()).await;
+    b.disable(Some(Duration::from_millis(300))).await.unwrap();
+    let before = server.command_calls("evalsha");
+    for _ in 0..100 {
+        let permit = b.acquire().await.unwrap();
+        assert_eq!(permit.kind(), breakerbox::model::PermitKind::Passthrough);
+        permit.failure().await;
+    }
+    assert_eq!(
+        server.command_calls("evalsha"),
+        before,
+        "no redis call while disabled"
+    );
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    let permit = b.acquire().await.unwrap();
+    assert_eq!(permit.kind(), breakerbox::model::PermitKind::Normal);
+    assert_eq!(b.local_phase(), Phase::Closed);
+}
