@@ -215,43 +215,56 @@ impl ModelState {
     ) -> Step {
         match operation {
             Operation::ForceOpen { until } => {
-                return self.manual(Phase::ForcedOpen, until, now, TransitionReason::ForcedOpen)
+                self.manual(Phase::ForcedOpen, until, now, TransitionReason::ForcedOpen)
             }
             Operation::Disable { until } => {
-                return self.manual(Phase::Disabled, until, now, TransitionReason::Disabled)
+                self.manual(Phase::Disabled, until, now, TransitionReason::Disabled)
             }
             Operation::Reset => {
                 let from = self.phase;
                 self.enter_closed(now, config);
                 self.trips = 0;
-                return Step {
+                Step {
                     decision: Decision::Done,
                     transition: Some(self.transition(from, TransitionReason::Reset)),
-                };
+                }
             }
-            _ => {}
-        }
-        // Rule 1: apply what is due before anything else.
-        let due = self.apply_due(now, config, jitter_sample);
-        let mut step = match operation {
-            Operation::Acquire => self.acquire(now, config),
+            Operation::Acquire => {
+                self.after_due(now, config, jitter_sample, |s| s.acquire(now, config))
+            }
             Operation::Outcome {
                 generation,
                 kind,
                 verdict,
                 latency,
-            } => self.outcome(
-                generation,
-                kind,
-                verdict,
-                latency,
-                now,
-                config,
-                jitter_sample,
-            ),
-            Operation::Release { generation, kind } => self.release(generation, kind),
-            _ => unreachable_step(),
-        };
+            } => self.after_due(now, config, jitter_sample, |s| {
+                s.outcome(
+                    generation,
+                    kind,
+                    verdict,
+                    latency,
+                    now,
+                    config,
+                    jitter_sample,
+                )
+            }),
+            Operation::Release { generation, kind } => {
+                self.after_due(now, config, jitter_sample, |s| s.release(generation, kind))
+            }
+        }
+    }
+
+    /// Rule 1: apply what is due at `now`, then the operation itself. An operation makes
+    /// at most one transition; the due one is reported when the operation made none.
+    fn after_due(
+        &mut self,
+        now: Nanos,
+        config: &Config,
+        jitter_sample: f64,
+        operation: impl FnOnce(&mut ModelState) -> Step,
+    ) -> Step {
+        let due = self.apply_due(now, config, jitter_sample);
+        let mut step = operation(self);
         if step.transition.is_none() {
             step.transition = due;
         }
@@ -503,8 +516,4 @@ fn recorded(decision: Decision) -> Step {
         decision,
         transition: None,
     }
-}
-
-fn unreachable_step() -> Step {
-    recorded(Decision::Done)
 }
