@@ -36,7 +36,9 @@ impl Subscriber for Recorder {
             event.metadata().target()
         ));
         event.record(&mut fields);
-        self.0.lock().unwrap().push(fields.0);
+        if let Ok(mut lines) = self.0.lock() {
+            lines.push(fields.0);
+        }
     }
     fn enter(&self, _: &Id) {}
     fn exit(&self, _: &Id) {}
