@@ -5,10 +5,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# redis-server for the Redis engine's tests; openssl makes the certificates of its TLS test.
+# redis-server for the Redis engine's tests; openssl makes the certificates of its TLS test;
+# chromium renders the proxy's dashboard page headless.
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing from Debian's packages: ${missing[*]}"
   SUDO=""

@@ -1,0 +1,300 @@
+//! `breakerbox proxy` against nginx `proxy_pass`, side by side in one run, to the same
+//! loopback upstream (a small hyper server in this process), measured with wrk.
+//!
+//! Run: `crates/breakerbox-cli/benches/proxy_vs_nginx.sh` (or
+//! `cargo bench -p breakerbox-cli --bench proxy_vs_nginx`). Needs `nginx` and `wrk` on PATH
+//! (Debian: `apt-get install -y nginx wrk`). Environment: `BENCH_DURATION` (default 10s),
+//! `BENCH_CONNECTIONS` (32), `BENCH_THREADS` (2), `BENCH_ROUNDS` (1).
+
+#![allow(clippy::disallowed_methods, missing_docs)]
+
+use std::convert::Infallible;
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+
+const BODY: &[u8] = b"{\"ok\":true,\"payload\":\"hello from the upstream\"}";
+
+fn env_or(name: &str, default: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| default.to_string())
+}
+
+/// The loopback upstream: a fixed 200 JSON answer, keep-alive, on its own runtime.
+fn start_upstream() -> SocketAddr {
+    let std_listener = TcpListener::bind("127.0.0.1:0").expect("bind upstream");
+    std_listener.set_nonblocking(true).expect("nonblocking");
+    let addr = std_listener.local_addr().expect("addr");
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(std_listener).expect("listener");
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let _ = stream.set_nodelay(true);
+                tokio::spawn(async move {
+                    let service = service_fn(|_req: Request<hyper::body::Incoming>| async {
+                        let mut r = Response::new(Full::new(Bytes::from_static(BODY)));
+                        r.headers_mut().insert(
+                            http::header::CONTENT_TYPE,
+                            http::HeaderValue::from_static("application/json"),
+                        );
+                        Ok::<_, Infallible>(r)
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+    });
+    addr
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+fn wait_listening(addr: SocketAddr) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if TcpStream::connect(addr).is_ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("nothing listens on {addr}");
+}
+
+/// A child process stopped on drop: SIGTERM first (nginx's master then stops its
+/// workers; a SIGKILL would orphan them), SIGKILL if it is still there after 5 s.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_proxy(dir: &Path, upstream: SocketAddr) -> (Killed, SocketAddr) {
+    let config = format!(
+        "listen = \"127.0.0.1:0\"\n[admin]\nlisten = \"127.0.0.1:0\"\n\
+         [[upstream]]\nname = \"bench\"\nroute = \"/\"\nurl = \"http://{upstream}\"\n\
+         [upstream.breaker]\nfailure_rate = 0.5\nwindow = \"count:100\"\nmin_calls = 20\nconsecutive_failures = 50\n\
+         [upstream.judge]\nslow_threshold = \"2s\"\n"
+    );
+    let path = dir.join("proxy.toml");
+    std::fs::write(&path, config).expect("write proxy config");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_breakerbox"))
+        .args(["proxy", "--config"])
+        .arg(&path)
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn breakerbox proxy");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut lines = BufReader::new(stderr).lines();
+    let addr = loop {
+        let line = lines
+            .next()
+            .expect("the proxy exited")
+            .expect("read stderr");
+        if let Some(rest) = line.strip_prefix("breakerbox proxy: listening on ") {
+            break rest
+                .split(',')
+                .next()
+                .and_then(|a| a.trim().parse().ok())
+                .expect("proxy address");
+        }
+    };
+    // Keep draining stderr so the proxy never blocks on it.
+    std::thread::spawn(move || for _ in lines {});
+    (Killed(child), addr)
+}
+
+fn start_nginx(dir: &Path, upstream: SocketAddr) -> (Killed, SocketAddr) {
+    let port = free_port();
+    let d = dir.display();
+    let config = format!(
+        "worker_processes 2;\ndaemon off;\npid {d}/nginx.pid;\nerror_log {d}/nginx-error.log warn;\n\
+         events {{ worker_connections 4096; }}\n\
+         http {{\n  access_log off;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n\
+           fastcgi_temp_path {d}/fastcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n\
+           upstream backend {{ server {upstream}; keepalive 64; }}\n\
+           server {{\n    listen 127.0.0.1:{port};\n    location / {{\n      proxy_pass http://backend;\n\
+               proxy_http_version 1.1;\n      proxy_set_header Connection \"\";\n\
+               proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;\n    }}\n  }}\n}}\n"
+    );
+    let path = dir.join("nginx.conf");
+    std::fs::write(&path, config).expect("write nginx config");
+    let child = Command::new("nginx")
+        .arg("-c")
+        .arg(&path)
+        .arg("-p")
+        .arg(dir)
+        .arg("-e")
+        .arg(dir.join("nginx-error.log"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn nginx (apt-get install -y nginx)");
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    wait_listening(addr);
+    (Killed(child), addr)
+}
+
+struct Run {
+    rps: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    errors: String,
+}
+
+fn parse_latency(text: &str) -> f64 {
+    let text = text.trim();
+    let (num, factor) = if let Some(n) = text.strip_suffix("us") {
+        (n, 0.001)
+    } else if let Some(n) = text.strip_suffix("ms") {
+        (n, 1.0)
+    } else if let Some(n) = text.strip_suffix('s') {
+        (n, 1000.0)
+    } else {
+        (text, 1.0)
+    };
+    num.parse::<f64>().unwrap_or(f64::NAN) * factor
+}
+
+fn wrk(addr: SocketAddr, duration: &str) -> Run {
+    let threads = env_or("BENCH_THREADS", "2");
+    let connections = env_or("BENCH_CONNECTIONS", "32");
+    let out = Command::new("wrk")
+        .args([
+            &format!("-t{threads}"),
+            &format!("-c{connections}"),
+            &format!("-d{duration}"),
+            "--latency",
+            &format!("http://{addr}/bench"),
+        ])
+        .output()
+        .expect("run wrk (apt-get install -y wrk)");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut run = Run {
+        rps: f64::NAN,
+        p50_ms: f64::NAN,
+        p99_ms: f64::NAN,
+        errors: String::new(),
+    };
+    for line in text.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            ["Requests/sec:", v] => run.rps = v.parse().unwrap_or(f64::NAN),
+            ["50%", v] => run.p50_ms = parse_latency(v),
+            ["99%", v] => run.p99_ms = parse_latency(v),
+            _ if line.contains("Non-2xx") || line.contains("Socket errors") => {
+                run.errors.push_str(line.trim());
+                run.errors.push(' ');
+            }
+            _ => {}
+        }
+    }
+    if run.rps.is_nan() {
+        panic!("could not read wrk's output:\n{text}");
+    }
+    run
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; `cargo test --benches` runs this too: do nothing then.
+    if !std::env::args().any(|a| a == "--bench") {
+        return;
+    }
+    let duration = env_or("BENCH_DURATION", "10s");
+    let rounds: usize = env_or("BENCH_ROUNDS", "1").parse().unwrap_or(1);
+    let dir: PathBuf =
+        std::env::temp_dir().join(format!("breakerbox-bench-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("bench dir");
+
+    let upstream = start_upstream();
+    wait_listening(upstream);
+    let (_proxy, proxy_addr) = start_proxy(&dir, upstream);
+    let (_nginx, nginx_addr) = start_nginx(&dir, upstream);
+    wait_listening(proxy_addr);
+
+    println!(
+        "wrk -t{} -c{} -d{duration} --latency; {} cores; upstream {upstream}",
+        env_or("BENCH_THREADS", "2"),
+        env_or("BENCH_CONNECTIONS", "32"),
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    for (name, addr) in [
+        ("direct", upstream),
+        ("nginx", nginx_addr),
+        ("breakerbox", proxy_addr),
+    ] {
+        let _ = wrk(addr, "2s"); // warm up pools and caches
+        let _ = name;
+    }
+    println!(
+        "{:<12} {:>12} {:>10} {:>10}  {:<14} notes",
+        "target", "req/s", "p50 ms", "p99 ms", "load (1/5/15)"
+    );
+    let mut totals = [0.0f64; 3];
+    for _ in 0..rounds {
+        for (i, (name, addr)) in [
+            ("direct", upstream),
+            ("nginx", nginx_addr),
+            ("breakerbox", proxy_addr),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let load = loadavg();
+            let run = wrk(addr, &duration);
+            totals[i] += run.rps;
+            println!(
+                "{:<12} {:>12.0} {:>10.3} {:>10.3}  {:<14} {}",
+                name, run.rps, run.p50_ms, run.p99_ms, load, run.errors
+            );
+        }
+    }
+    let ratio = totals[2] / totals[1];
+    println!(
+        "breakerbox / nginx throughput: {ratio:.2} (target >= 0.90) {}",
+        if ratio >= 0.9 { "OK" } else { "BELOW TARGET" }
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

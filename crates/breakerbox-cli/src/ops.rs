@@ -1,0 +1,99 @@
+//! `breakerbox status | trip | reset | disable`: operate breakers shared through Redis.
+//!
+//! Breakers are found by `SCAN` over `{prefix}{*}` (the hash of breaker `NAME` is
+//! `{prefix}{NAME}`); each is read with the engine's read script and changed with its
+//! manual script, so every node sees the change at once (the scripts publish it).
+
+mod args;
+mod render;
+mod shared;
+
+use std::time::Duration;
+
+use anyhow::Context as _;
+use breakerbox_redis::ManualOp;
+
+pub use args::{DisableArgs, ResetArgs, StatusArgs, Target, TripArgs};
+use shared::Shared;
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
+/// Runs `breakerbox status [NAME]`.
+pub fn status(args: StatusArgs) -> anyhow::Result<()> {
+    runtime()?.block_on(async {
+        let shared = Shared::connect(&args.target).await?;
+        let names = match &args.name {
+            Some(name) => {
+                if !shared.exists(name).await? {
+                    anyhow::bail!(
+                        "no breaker named {name:?} under prefix {:?} on {}",
+                        args.target.prefix,
+                        args.target.redis
+                    );
+                }
+                vec![name.clone()]
+            }
+            None => shared.list().await?,
+        };
+        let mut rows = Vec::with_capacity(names.len());
+        for name in names {
+            rows.push(shared.read(&name).await);
+        }
+        let out = if args.target.json {
+            render::json(&rows)?
+        } else {
+            render::table(&rows)
+        };
+        crate::emit(&out)
+    })
+}
+
+fn manual(target: &Target, name: &str, op: ManualOp) -> anyhow::Result<()> {
+    runtime()?.block_on(async {
+        let shared = Shared::connect(target).await?;
+        let row = shared.manual(name, op).await;
+        let failed = row.error.clone();
+        let out = if target.json {
+            render::json(std::slice::from_ref(&row))?
+        } else {
+            render::table(std::slice::from_ref(&row))
+        };
+        crate::emit(&out)?;
+        match failed {
+            Some(error) => Err(anyhow::anyhow!("{name}: {error}")),
+            None => Ok(()),
+        }
+    })
+}
+
+fn expiry(duration: Option<Duration>) -> Option<Duration> {
+    duration.filter(|d| !d.is_zero())
+}
+
+/// Runs `breakerbox trip NAME [--for DURATION]`: forces the breaker open.
+pub fn trip(args: TripArgs) -> anyhow::Result<()> {
+    manual(
+        &args.target,
+        &args.name,
+        ManualOp::ForceOpen(expiry(args.duration)),
+    )
+}
+
+/// Runs `breakerbox reset NAME`: back to a fresh closed phase.
+pub fn reset(args: ResetArgs) -> anyhow::Result<()> {
+    manual(&args.target, &args.name, ManualOp::Reset)
+}
+
+/// Runs `breakerbox disable NAME [--for DURATION]`: admit every call, record nothing.
+pub fn disable(args: DisableArgs) -> anyhow::Result<()> {
+    manual(
+        &args.target,
+        &args.name,
+        ManualOp::Disable(expiry(args.duration)),
+    )
+}

@@ -1,0 +1,226 @@
+//! `breakerbox proxy`: a reverse proxy with a circuit breaker per upstream, an admin
+//! listener (status, metrics, dashboard, trip and reset), size limits and graceful
+//! shutdown. `--check` validates a config file.
+
+mod admin;
+mod body;
+mod config;
+mod forward;
+mod guard;
+mod metrics;
+mod pool;
+mod reply;
+mod server;
+mod status;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use tokio::net::{TcpListener, TcpSocket};
+use tokio::sync::watch;
+
+pub use config::ProxyConfig;
+
+/// mimalloc for the whole binary: the proxy allocates a little per request on every
+/// worker thread, and glibc's malloc was a visible share of its CPU time.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+use admin::Admin;
+use forward::{Proxy, Upstream, Worker};
+use guard::Guard;
+use metrics::Recorder;
+
+/// Arguments of `breakerbox proxy`.
+#[derive(clap::Args, Debug)]
+#[command(group(clap::ArgGroup::new("file").required(true).args(["config", "check"])))]
+pub struct ProxyArgs {
+    /// Run the proxy with this config file (TOML).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Validate this config file, print every error (or "ok: N upstreams") and exit.
+    #[arg(long, value_name = "FILE", conflicts_with = "config")]
+    pub check: Option<PathBuf>,
+}
+
+/// Runs `breakerbox proxy`.
+pub fn run(args: ProxyArgs) -> anyhow::Result<()> {
+    if let Some(path) = args.check {
+        let config = load(&path)?;
+        println!("ok: {} upstreams", config.upstreams.len());
+        return Ok(());
+    }
+    let Some(path) = args.config else {
+        anyhow::bail!("give --config FILE or --check FILE");
+    };
+    let config = load(&path)?;
+    // The main thread runs the admin listener, signals and Redis background work; each
+    // worker thread runs its own single-threaded runtime with its own accept socket
+    // (SO_REUSEPORT) and its own upstream client, so a request never hops threads.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the runtime")?;
+    runtime.block_on(serve(config))
+}
+
+/// Reads and validates a config file; prints every error to stderr.
+fn load(path: &Path) -> anyhow::Result<ProxyConfig> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    match config::parse(&text) {
+        Ok(config) => Ok(config),
+        Err(errors) => {
+            for e in &errors {
+                eprintln!("error: {e}");
+            }
+            anyhow::bail!("{}: {} error(s)", path.display(), errors.len())
+        }
+    }
+}
+
+async fn serve(config: ProxyConfig) -> anyhow::Result<()> {
+    let recorder = Arc::new(Recorder::new(
+        config.upstreams.iter().map(|u| u.name.as_str()),
+    ));
+    let mut upstreams = Vec::with_capacity(config.upstreams.len());
+    for u in config.upstreams {
+        let guard = match &config.redis {
+            Some(redis) => {
+                Guard::shared(
+                    &redis.url,
+                    redis.prefix.as_deref(),
+                    &u.name,
+                    u.breaker.clone(),
+                    recorder.clone(),
+                )
+                .await
+            }
+            None => Guard::local(&u.name, u.breaker.clone(), recorder.clone()),
+        }
+        .with_context(|| format!("breaker {}", u.name))?;
+        upstreams.push(Upstream { config: u, guard });
+    }
+    let proxy = Arc::new(Proxy::new(upstreams, recorder, config.limits));
+    let limits = config.limits;
+
+    let workers = config
+        .workers
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+    let sockets = bind_workers(config.listen, workers)
+        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    let local = sockets[0].local_addr()?;
+    let admin_listener = TcpListener::bind(config.admin.listen)
+        .await
+        .with_context(|| format!("cannot listen on {} (admin)", config.admin.listen))?;
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut threads = Vec::with_capacity(workers);
+    for (i, socket) in sockets.into_iter().enumerate() {
+        let proxy = proxy.clone();
+        let stop = stop_rx.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("proxy-worker-{i}"))
+            .spawn(move || -> anyhow::Result<bool> {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()?;
+                runtime.block_on(async move {
+                    let listener = TcpListener::from_std(socket)?;
+                    let worker = Arc::new(Worker::new(proxy));
+                    Ok(
+                            server::serve(
+                                listener,
+                                worker,
+                                |w: Arc<Worker>, request, peer| async move {
+                                    w.handle(request, peer).await
+                                },
+                                limits.max_header_bytes,
+                                stop,
+                                limits.shutdown_grace,
+                            )
+                            .await,
+                        )
+                })
+            })
+            .context("cannot start a worker thread")?;
+        threads.push(thread);
+    }
+    eprintln!(
+        "breakerbox proxy: listening on {}, admin on {}, {} upstream(s), {} worker(s){}",
+        local,
+        admin_listener.local_addr()?,
+        proxy.upstreams.len(),
+        workers,
+        if config.redis.is_some() {
+            ", state in redis"
+        } else {
+            ""
+        }
+    );
+
+    let admin = Arc::new(Admin::new(proxy.clone(), config.admin.token));
+    let admin_task = tokio::spawn(server::serve(
+        admin_listener,
+        admin,
+        |a: Arc<Admin>, request, peer| async move { a.handle(request, peer).await },
+        16 * 1024,
+        stop_rx,
+        limits.shutdown_grace,
+    ));
+
+    shutdown_signal().await?;
+    eprintln!(
+        "breakerbox proxy: shutting down (grace {:?})",
+        limits.shutdown_grace
+    );
+    let _ = stop_tx.send(true);
+    let mut finished = true;
+    for thread in threads {
+        // Joining blocks this thread: run it off the runtime so Redis work keeps going.
+        let joined = tokio::task::spawn_blocking(move || thread.join()).await;
+        finished &= matches!(joined, Ok(Ok(Ok(true))));
+    }
+    admin_task.abort();
+    if !finished {
+        eprintln!("breakerbox proxy: grace period over, closing remaining connections");
+    }
+    eprintln!("breakerbox proxy: stopped");
+    Ok(())
+}
+
+/// `n` listening sockets on `addr` sharing its port through SO_REUSEPORT (the kernel
+/// spreads connections over them). With port 0, the first socket picks the port.
+fn bind_workers(addr: SocketAddr, n: usize) -> std::io::Result<Vec<std::net::TcpListener>> {
+    let mut addr = addr;
+    let mut sockets = Vec::with_capacity(n);
+    for _ in 0..n.max(1) {
+        let socket = if addr.is_ipv4() {
+            TcpSocket::new_v4()?
+        } else {
+            TcpSocket::new_v6()?
+        };
+        socket.set_reuseaddr(true)?;
+        socket.set_reuseport(true)?;
+        socket.set_nodelay(true)?;
+        socket.bind(addr)?;
+        let listener = socket.listen(1024)?;
+        addr = listener.local_addr()?;
+        let std = listener.into_std()?;
+        std.set_nonblocking(true)?;
+        sockets.push(std);
+    }
+    Ok(sockets)
+}
+
+async fn shutdown_signal() -> anyhow::Result<()> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("cannot listen for SIGTERM")?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r.context("cannot listen for SIGINT")?,
+        _ = term.recv() => {}
+    }
+    Ok(())
+}

@@ -1,0 +1,504 @@
+//! The proxy's config file: listeners, limits, shared state and upstreams. Every error
+//! names its key (`upstream[1].breaker.failure_rate: ...`) and all of them are collected,
+//! so `--check` reports a whole file at once.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use breakerbox::Config;
+use breakerbox_http::{parse_duration, HttpJudge, HttpJudgeConfig};
+use serde::Deserialize;
+use toml::{Table, Value};
+
+use crate::spec::{BreakerSpec, DependencySpec};
+
+/// A validated proxy config.
+#[derive(Debug)]
+pub struct ProxyConfig {
+    /// Where the proxy listens.
+    pub listen: SocketAddr,
+    /// The admin listener.
+    pub admin: AdminConfig,
+    /// Request limits and timeouts.
+    pub limits: Limits,
+    /// Shared breaker state, when configured.
+    pub redis: Option<RedisConfig>,
+    /// Worker threads (each with its own event loop and accept socket); `None` for one
+    /// per CPU.
+    pub workers: Option<usize>,
+    /// The upstreams, in file order.
+    pub upstreams: Vec<UpstreamConfig>,
+}
+
+/// `[admin]`.
+#[derive(Debug)]
+pub struct AdminConfig {
+    /// Where the admin listener listens (loopback by default).
+    pub listen: SocketAddr,
+    /// When set, every admin action needs `Authorization: Bearer TOKEN`.
+    pub token: Option<String>,
+}
+
+/// `[limits]`.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// The request line and headers may take at most this many bytes (431 beyond).
+    pub max_header_bytes: usize,
+    /// A request body may hold at most this many bytes (413 beyond).
+    pub max_body_bytes: u64,
+    /// The upstream must answer (response head) within this (504 beyond).
+    pub request_timeout: Duration,
+    /// On SIGINT/SIGTERM, requests in flight get this long to finish.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_header_bytes: 16 * 1024,
+            max_body_bytes: 10 * 1024 * 1024,
+            request_timeout: Duration::from_secs(30),
+            shutdown_grace: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Shared breaker state in Redis.
+#[derive(Debug)]
+pub struct RedisConfig {
+    /// `redis://...`.
+    pub url: String,
+    /// The key prefix (the library's default when absent).
+    pub prefix: Option<String>,
+}
+
+/// `[[upstream]]`.
+#[derive(Debug)]
+pub struct UpstreamConfig {
+    /// The breaker's name.
+    pub name: String,
+    /// The path prefix routed here, if any.
+    pub route: Option<String>,
+    /// The `Host` routed here (without port), if any.
+    pub host: Option<String>,
+    /// `host:port` of the upstream.
+    pub authority: http::uri::Authority,
+    /// The upstream URL's path, prepended to forwarded paths (empty for `/`).
+    pub base_path: String,
+    /// Whether the route prefix is removed before forwarding.
+    pub strip_prefix: bool,
+    /// The breaker.
+    pub breaker: Config,
+    /// The judge.
+    pub judge: HttpJudge,
+}
+
+const TOP_KEYS: &[&str] = &[
+    "listen",
+    "workers",
+    "redis",
+    "redis_prefix",
+    "admin",
+    "limits",
+    "upstream",
+];
+const ADMIN_KEYS: &[&str] = &["listen", "token"];
+const LIMIT_KEYS: &[&str] = &[
+    "max_header_bytes",
+    "max_body_bytes",
+    "request_timeout",
+    "shutdown_grace",
+];
+const UPSTREAM_KEYS: &[&str] = &[
+    "name",
+    "route",
+    "host",
+    "url",
+    "strip_prefix",
+    "breaker",
+    "judge",
+];
+
+/// Collects errors while reading a file.
+#[derive(Default)]
+struct Errors(Vec<String>);
+
+impl Errors {
+    fn push(&mut self, key: &str, message: impl std::fmt::Display) {
+        self.0.push(format!("{key}: {message}"));
+    }
+
+    fn unknown_keys(&mut self, table: &Table, known: &[&str], path: &str) {
+        for key in table.keys() {
+            if !known.contains(&key.as_str()) {
+                let full = if path.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{path}.{key}")
+                };
+                self.push(
+                    &full,
+                    format_args!("unknown key (expected one of: {})", known.join(", ")),
+                );
+            }
+        }
+    }
+}
+
+fn type_name(value: &Value) -> &'static str {
+    value.type_str()
+}
+
+fn string<'a>(table: &'a Table, key: &str, path: &str, errors: &mut Errors) -> Option<&'a str> {
+    match table.get(key)? {
+        Value::String(s) => Some(s),
+        other => {
+            errors.push(
+                &join(path, key),
+                format_args!("expected a string, found {}", type_name(other)),
+            );
+            None
+        }
+    }
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+fn address(table: &Table, key: &str, path: &str, errors: &mut Errors) -> Option<SocketAddr> {
+    let text = string(table, key, path, errors)?;
+    match text.parse::<SocketAddr>() {
+        Ok(addr) => Some(addr),
+        Err(_) => {
+            errors.push(
+                &join(path, key),
+                format_args!("invalid value {text:?}: expected IP:PORT like \"127.0.0.1:8080\""),
+            );
+            None
+        }
+    }
+}
+
+fn duration(table: &Table, key: &str, path: &str, errors: &mut Errors) -> Option<Duration> {
+    let text = string(table, key, path, errors)?;
+    match parse_duration(text) {
+        Some(d) if !d.is_zero() => Some(d),
+        _ => {
+            errors.push(
+                &join(path, key),
+                format_args!(
+                    "invalid value {text:?}: expected a duration above zero like \"800ms\" or \"30s\""
+                ),
+            );
+            None
+        }
+    }
+}
+
+fn positive(table: &Table, key: &str, path: &str, min: i64, errors: &mut Errors) -> Option<u64> {
+    match table.get(key)? {
+        Value::Integer(n) if *n >= min => Some(*n as u64),
+        Value::Integer(n) => {
+            errors.push(
+                &join(path, key),
+                format_args!("invalid value {n}: expected at least {min}"),
+            );
+            None
+        }
+        other => {
+            errors.push(
+                &join(path, key),
+                format_args!("expected an integer, found {}", type_name(other)),
+            );
+            None
+        }
+    }
+}
+
+fn sub_table<'a>(
+    table: &'a Table,
+    key: &str,
+    path: &str,
+    errors: &mut Errors,
+) -> Option<&'a Table> {
+    match table.get(key)? {
+        Value::Table(t) => Some(t),
+        other => {
+            errors.push(
+                &join(path, key),
+                format_args!("expected a table, found {}", type_name(other)),
+            );
+            None
+        }
+    }
+}
+
+/// Reads and validates a config; `Err` holds every error found, each naming its key.
+pub fn parse(text: &str) -> Result<ProxyConfig, Vec<String>> {
+    let root: Table = match text.parse() {
+        Ok(root) => root,
+        Err(error) => return Err(vec![format!("invalid TOML: {error}")]),
+    };
+    let mut errors = Errors::default();
+    errors.unknown_keys(&root, TOP_KEYS, "");
+
+    let listen = if root.contains_key("listen") {
+        address(&root, "listen", "", &mut errors)
+    } else {
+        errors.push("listen", "missing (e.g. listen = \"127.0.0.1:8080\")");
+        None
+    };
+
+    let workers = positive(&root, "workers", "", 1, &mut errors).map(|n| n as usize);
+    if workers.is_some_and(|n| n > 1024) {
+        errors.push("workers", "invalid value: expected at most 1024");
+    }
+
+    let mut admin = AdminConfig {
+        listen: SocketAddr::from(([127, 0, 0, 1], 9090)),
+        token: None,
+    };
+    if let Some(table) = sub_table(&root, "admin", "", &mut errors) {
+        errors.unknown_keys(table, ADMIN_KEYS, "admin");
+        if let Some(addr) = address(table, "listen", "admin", &mut errors) {
+            admin.listen = addr;
+        }
+        if let Some(token) = string(table, "token", "admin", &mut errors) {
+            if token.trim().is_empty() || token.chars().any(|c| c.is_whitespace()) {
+                errors.push("admin.token", "must be non-empty and contain no whitespace");
+            } else {
+                admin.token = Some(token.to_string());
+            }
+        }
+    }
+
+    let mut limits = Limits::default();
+    if let Some(table) = sub_table(&root, "limits", "", &mut errors) {
+        errors.unknown_keys(table, LIMIT_KEYS, "limits");
+        if let Some(n) = positive(table, "max_header_bytes", "limits", 1024, &mut errors) {
+            limits.max_header_bytes = n as usize;
+        }
+        if let Some(n) = positive(table, "max_body_bytes", "limits", 0, &mut errors) {
+            limits.max_body_bytes = n;
+        }
+        if let Some(d) = duration(table, "request_timeout", "limits", &mut errors) {
+            limits.request_timeout = d;
+        }
+        if let Some(d) = duration(table, "shutdown_grace", "limits", &mut errors) {
+            limits.shutdown_grace = d;
+        }
+    }
+
+    let redis = string(&root, "redis", "", &mut errors).and_then(|url| {
+        if url.starts_with("redis://") || url.starts_with("rediss://") {
+            Some(RedisConfig {
+                url: url.to_string(),
+                prefix: string(&root, "redis_prefix", "", &mut errors).map(str::to_string),
+            })
+        } else {
+            errors.push(
+                "redis",
+                format_args!("invalid value {url:?}: expected a redis://HOST:PORT URL"),
+            );
+            None
+        }
+    });
+
+    let mut upstreams = Vec::new();
+    match root.get("upstream") {
+        None => errors.push("upstream", "missing: add at least one [[upstream]] table"),
+        Some(Value::Array(list)) if list.is_empty() => {
+            errors.push("upstream", "empty: add at least one [[upstream]] table")
+        }
+        Some(Value::Array(list)) => {
+            for (i, item) in list.iter().enumerate() {
+                let path = format!("upstream[{i}]");
+                match item {
+                    Value::Table(table) => {
+                        if let Some(u) = upstream(table, &path, &mut errors) {
+                            upstreams.push(u);
+                        }
+                    }
+                    other => errors.push(
+                        &path,
+                        format_args!("expected a table, found {}", type_name(other)),
+                    ),
+                }
+            }
+        }
+        Some(other) => errors.push(
+            "upstream",
+            format_args!(
+                "expected an array of tables ([[upstream]]), found {}",
+                type_name(other)
+            ),
+        ),
+    }
+    for (i, u) in upstreams.iter().enumerate() {
+        if let Some(j) = upstreams[..i].iter().position(|o| o.name == u.name) {
+            errors.push(
+                &format!("upstream[{i}].name"),
+                format_args!("duplicate name {:?} (also upstream[{j}])", u.name),
+            );
+        }
+    }
+
+    match (errors.0.is_empty(), listen) {
+        (true, Some(listen)) => Ok(ProxyConfig {
+            listen,
+            admin,
+            limits,
+            redis,
+            workers,
+            upstreams,
+        }),
+        _ => Err(errors.0),
+    }
+}
+
+fn upstream(table: &Table, path: &str, errors: &mut Errors) -> Option<UpstreamConfig> {
+    let before = errors.0.len();
+    errors.unknown_keys(table, UPSTREAM_KEYS, path);
+    let name = match string(table, "name", path, errors) {
+        Some(n) if valid_name(n) => Some(n.to_string()),
+        Some(n) => {
+            errors.push(
+                &join(path, "name"),
+                format_args!("invalid value {n:?}: expected letters, digits, '-', '_' or '.'"),
+            );
+            None
+        }
+        None => {
+            if !table.contains_key("name") {
+                errors.push(&join(path, "name"), "missing");
+            }
+            None
+        }
+    };
+    let route = string(table, "route", path, errors).and_then(|r| {
+        if r.starts_with('/') {
+            Some(r.to_string())
+        } else {
+            errors.push(
+                &join(path, "route"),
+                format_args!("invalid value {r:?}: expected a path prefix starting with '/'"),
+            );
+            None
+        }
+    });
+    let host = string(table, "host", path, errors).map(|h| h.to_ascii_lowercase());
+    if !table.contains_key("route") && !table.contains_key("host") {
+        errors.push(
+            path,
+            "needs a `route` (path prefix) or a `host` (Host header) to match",
+        );
+    }
+    let strip_prefix = match table.get("strip_prefix") {
+        None => false,
+        Some(Value::Boolean(b)) => *b,
+        Some(other) => {
+            errors.push(
+                &join(path, "strip_prefix"),
+                format_args!("expected a boolean, found {}", type_name(other)),
+            );
+            false
+        }
+    };
+    let target = match string(table, "url", path, errors) {
+        Some(url) => target(url, &join(path, "url"), errors),
+        None => {
+            if !table.contains_key("url") {
+                errors.push(
+                    &join(path, "url"),
+                    "missing (e.g. url = \"http://127.0.0.1:3000\")",
+                );
+            }
+            None
+        }
+    };
+
+    let mut spec = DependencySpec::default();
+    if let Some(value) = table.get("breaker") {
+        match BreakerSpec::deserialize(value.clone()) {
+            Ok(b) => spec.breaker = b,
+            Err(e) => errors.push(&join(path, "breaker"), e.message().trim()),
+        }
+    }
+    if let Some(value) = table.get("judge") {
+        match HttpJudgeConfig::deserialize(value.clone()) {
+            Ok(j) => spec.judge = j,
+            Err(e) => errors.push(&join(path, "judge"), e.message().trim()),
+        }
+    }
+    let breaker = match spec.breaker.to_config_at(&join(path, "breaker")) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            errors.0.push(format!("{e:#}"));
+            None
+        }
+    };
+    let judge = match spec.http_judge_at(&join(path, "judge")) {
+        Ok(j) => Some(j),
+        Err(e) => {
+            errors.0.push(format!("{e:#}"));
+            None
+        }
+    };
+    if errors.0.len() != before {
+        return None;
+    }
+    let (authority, base_path) = target?;
+    Some(UpstreamConfig {
+        name: name?,
+        route,
+        host,
+        authority,
+        base_path,
+        strip_prefix,
+        breaker: breaker?,
+        judge: judge?,
+    })
+}
+
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 128
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+fn target(url: &str, key: &str, errors: &mut Errors) -> Option<(http::uri::Authority, String)> {
+    let uri: http::Uri = match url.parse() {
+        Ok(uri) => uri,
+        Err(e) => {
+            errors.push(key, format_args!("invalid value {url:?}: {e}"));
+            return None;
+        }
+    };
+    if uri.scheme_str() != Some("http") {
+        errors.push(
+            key,
+            format_args!("invalid value {url:?}: expected an http:// URL (https is not supported)"),
+        );
+        return None;
+    }
+    let Some(authority) = uri.authority().cloned() else {
+        errors.push(key, format_args!("invalid value {url:?}: no host"));
+        return None;
+    };
+    if uri.query().is_some() {
+        errors.push(
+            key,
+            format_args!("invalid value {url:?}: a query is not allowed"),
+        );
+        return None;
+    }
+    let base = uri.path().trim_end_matches('/').to_string();
+    Some((authority, base))
+}

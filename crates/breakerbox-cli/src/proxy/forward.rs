@@ -1,0 +1,435 @@
+//! Forwarding one request: route, limits, breaker, upstream call, judgement.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use breakerbox::{Clock, MonotonicClock};
+use breakerbox_http::TransportError;
+use bytes::{Bytes, BytesMut};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Request, Response, StatusCode, Uri};
+use http_body::{Body, Frame};
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+
+use super::body::ProxyBody;
+use super::config::{Limits, UpstreamConfig};
+use super::guard::Guard;
+use super::metrics::{Recorder, UpstreamError};
+use super::pool::{Lent, Pool, SendError};
+use super::reply;
+
+/// One upstream with its breaker and judge.
+pub struct Upstream {
+    /// Its config.
+    pub config: UpstreamConfig,
+    /// Its breaker.
+    pub guard: Guard,
+}
+
+/// The proxy: upstreams, limits and counters, shared by every worker thread.
+pub struct Proxy {
+    /// The upstreams, in file order.
+    pub upstreams: Vec<Upstream>,
+    /// Counters and recent transitions.
+    pub recorder: Arc<Recorder>,
+    limits: Limits,
+    clock: MonotonicClock,
+}
+
+/// One worker thread's view: the shared proxy and the thread's own connection pool, so
+/// a request and its upstream connection stay on one thread.
+pub struct Worker {
+    /// The shared proxy.
+    pub proxy: Arc<Proxy>,
+    pool: Arc<Pool>,
+}
+
+impl Worker {
+    /// A worker over `proxy`, with an empty pool.
+    pub fn new(proxy: Arc<Proxy>) -> Worker {
+        let pool = Arc::new(Pool::new(proxy.upstreams.len()));
+        Worker { proxy, pool }
+    }
+
+    /// Handles one request from `peer`.
+    pub async fn handle(
+        &self,
+        request: Request<Incoming>,
+        peer: SocketAddr,
+    ) -> Response<ProxyBody> {
+        self.proxy.handle(&self.pool, request, peer).await
+    }
+}
+
+/// Headers that concern one connection only, never forwarded.
+const HOP_BY_HOP: [HeaderName; 8] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    header::PROXY_AUTHENTICATE,
+    header::PROXY_AUTHORIZATION,
+    header::TE,
+    header::TRAILER,
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
+];
+
+static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+
+impl Proxy {
+    /// A proxy over `upstreams`.
+    pub fn new(upstreams: Vec<Upstream>, recorder: Arc<Recorder>, limits: Limits) -> Proxy {
+        Proxy {
+            upstreams,
+            recorder,
+            limits,
+            clock: MonotonicClock,
+        }
+    }
+
+    /// The upstream for a request: its `Host` and path against each upstream's `host` and
+    /// `route`; a host match beats none, then the longest route prefix wins.
+    fn route(&self, host: Option<&str>, path: &str) -> Option<(usize, &Upstream)> {
+        let host = host.map(strip_port);
+        let mut best: Option<(usize, (bool, usize))> = None;
+        for (i, u) in self.upstreams.iter().enumerate() {
+            if let Some(want) = &u.config.host {
+                if !host.is_some_and(|h| h.eq_ignore_ascii_case(want)) {
+                    continue;
+                }
+            }
+            let len = match &u.config.route {
+                Some(prefix) if path.starts_with(prefix.as_str()) => prefix.len(),
+                Some(prefix) if prefix.ends_with('/') && path == &prefix[..prefix.len() - 1] => {
+                    prefix.len() - 1
+                }
+                Some(_) => continue,
+                None => 0,
+            };
+            let score = (u.config.host.is_some(), len);
+            if best.as_ref().is_none_or(|(_, s)| score > *s) {
+                best = Some((i, score));
+            }
+        }
+        best.map(|(i, _)| (i, &self.upstreams[i]))
+    }
+
+    /// Handles one request from `peer`.
+    pub async fn handle(
+        &self,
+        pool: &Arc<Pool>,
+        request: Request<Incoming>,
+        peer: SocketAddr,
+    ) -> Response<ProxyBody> {
+        if header_bytes(&request) > self.limits.max_header_bytes {
+            return reply::error(
+                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                "headers_too_large",
+                None,
+                Some(&format!(
+                    "request line and headers exceed {} bytes",
+                    self.limits.max_header_bytes
+                )),
+            );
+        }
+        let host = request
+            .headers()
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .or_else(|| request.uri().host());
+        let Some((slot, upstream)) = self.route(host, request.uri().path()) else {
+            return reply::error(
+                StatusCode::NOT_FOUND,
+                "no_route",
+                None,
+                Some(request.uri().path()),
+            );
+        };
+        let name = upstream.config.name.as_str();
+        let stats = self.recorder.stats(name);
+
+        let (mut parts, incoming) = request.into_parts();
+        let body = match self.request_body(&parts.headers, incoming).await {
+            Ok(body) => body,
+            Err(response) => return response,
+        };
+
+        let ticket = match upstream.guard.acquire().await {
+            Ok(ticket) => ticket,
+            Err(open) => {
+                if let Some(s) = stats {
+                    s.rejected();
+                }
+                return reply::circuit_open(name, open.retry_after());
+            }
+        };
+        let probe = ticket.is_probe();
+
+        parts.uri = match target_uri(&upstream.config, &parts.uri) {
+            Some(uri) => uri,
+            None => {
+                return reply::error(
+                    StatusCode::BAD_REQUEST,
+                    "bad_request",
+                    Some(name),
+                    Some("invalid path"),
+                )
+            }
+        };
+        parts.version = http::Version::HTTP_11;
+        strip_hop_by_hop(&mut parts.headers);
+        forwarded_for(&mut parts.headers, peer);
+        if !parts.headers.contains_key(header::HOST) {
+            if let Ok(host) = HeaderValue::from_str(upstream.config.authority.as_str()) {
+                parts.headers.insert(header::HOST, host);
+            }
+        }
+        let outgoing = Request::from_parts(parts, body);
+
+        let judge = &upstream.config.judge;
+        let started = self.clock.now();
+        let sent = tokio::time::timeout(
+            self.limits.request_timeout,
+            pool.send(slot, &upstream.config.authority, outgoing),
+        )
+        .await;
+        let (verdict, response) = match sent {
+            Err(_) => {
+                let latency = self.clock.now().saturating_sub(started).as_duration();
+                let j = judge.judge_transport(TransportError::Timeout, latency);
+                ticket.record(j.verdict, latency).await;
+                if let Some(s) = stats {
+                    s.upstream_error(UpstreamError::Timeout);
+                }
+                (
+                    j.verdict,
+                    reply::error(
+                        StatusCode::GATEWAY_TIMEOUT,
+                        "upstream_timeout",
+                        Some(name),
+                        None,
+                    ),
+                )
+            }
+            Ok(Err(error)) => {
+                let latency = self.clock.now().saturating_sub(started).as_duration();
+                let (kind, transport) = match &error {
+                    SendError::Connect(_) => (UpstreamError::Connect, TransportError::Connect),
+                    SendError::Http(_) => (UpstreamError::Other, TransportError::Other),
+                };
+                let j = judge.judge_transport(transport, latency);
+                ticket.record(j.verdict, latency).await;
+                if let Some(s) = stats {
+                    s.upstream_error(kind);
+                }
+                let detail = error.to_string();
+                (
+                    j.verdict,
+                    reply::error(
+                        StatusCode::BAD_GATEWAY,
+                        "bad_gateway",
+                        Some(name),
+                        Some(&detail),
+                    ),
+                )
+            }
+            Ok(Ok((response, lent))) => {
+                let (mut parts, incoming) = response.into_parts();
+                let (body, read) = if judge.wants_body(parts.status) {
+                    read_for_judging(incoming, judge.body_cap(), lent).await
+                } else {
+                    (ProxyBody::upstream(VecDeque::new(), incoming, lent), None)
+                };
+                let latency = self.clock.now().saturating_sub(started).as_duration();
+                let j = judge.judge_response(
+                    parts.status,
+                    &parts.headers,
+                    read.as_deref(),
+                    latency,
+                    probe,
+                );
+                ticket.record(j.verdict, latency).await;
+                strip_hop_by_hop(&mut parts.headers);
+                (j.verdict, Response::from_parts(parts, body))
+            }
+        };
+        if let Some(s) = stats {
+            s.call(verdict);
+        }
+        response
+    }
+
+    /// The request body to forward: streamed when its length is declared (413 at once
+    /// when too big), else read up to the limit first (413 beyond).
+    async fn request_body(
+        &self,
+        headers: &HeaderMap,
+        incoming: Incoming,
+    ) -> Result<ProxyBody, Response<ProxyBody>> {
+        let max = self.limits.max_body_bytes;
+        let too_large = || {
+            reply::error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "body_too_large",
+                None,
+                Some(&format!("request body exceeds {max} bytes")),
+            )
+        };
+        if let Some(len) = incoming.size_hint().exact() {
+            if len > max {
+                return Err(too_large());
+            }
+            if len == 0 {
+                return Ok(ProxyBody::empty());
+            }
+            return Ok(ProxyBody::stream(incoming));
+        }
+        let _ = headers;
+        let limit = usize::try_from(max).unwrap_or(usize::MAX);
+        match Limited::new(incoming, limit).collect().await {
+            Ok(collected) => Ok(ProxyBody::full(collected.to_bytes())),
+            Err(error)
+                if error
+                    .downcast_ref::<http_body_util::LengthLimitError>()
+                    .is_some() =>
+            {
+                Err(too_large())
+            }
+            Err(error) => Err(reply::error(
+                StatusCode::BAD_REQUEST,
+                "bad_request_body",
+                None,
+                Some(&error.to_string()),
+            )),
+        }
+    }
+}
+
+/// Reads a response body up to `cap` bytes for the judge. Returns the body to hand on
+/// (unchanged) and the bytes, when the whole body fit.
+async fn read_for_judging(
+    mut incoming: Incoming,
+    cap: usize,
+    lent: Lent,
+) -> (ProxyBody, Option<Bytes>) {
+    if incoming.size_hint().lower() > cap as u64 {
+        return (ProxyBody::upstream(VecDeque::new(), incoming, lent), None);
+    }
+    let mut read: VecDeque<Frame<Bytes>> = VecDeque::new();
+    let mut size = 0usize;
+    loop {
+        match incoming.frame().await {
+            None => break,
+            Some(Ok(frame)) => {
+                size += frame.data_ref().map_or(0, |d| d.len());
+                read.push_back(frame);
+                if size > cap {
+                    return (ProxyBody::upstream(read, incoming, lent), None);
+                }
+            }
+            // The error reaches the caller through the stream; judge by the head.
+            Some(Err(_)) => {
+                let body = ProxyBody::Stream {
+                    read,
+                    rest: incoming,
+                    lent: None,
+                };
+                return (body, None);
+            }
+        }
+    }
+    let mut all = BytesMut::with_capacity(size);
+    let mut trailers = false;
+    for frame in &read {
+        match frame.data_ref() {
+            Some(d) => all.extend_from_slice(d),
+            None => trailers = true,
+        }
+    }
+    let all = all.freeze();
+    if trailers {
+        (ProxyBody::upstream(read, incoming, lent), Some(all))
+    } else {
+        lent.give_back();
+        (ProxyBody::full(all.clone()), Some(all))
+    }
+}
+
+fn strip_port(host: &str) -> &str {
+    if let Some(rest) = host.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or(rest);
+    }
+    host.rsplit_once(':').map_or(host, |(h, _)| h)
+}
+
+/// The request line and headers, in bytes, as they were (about) on the wire.
+fn header_bytes<B>(request: &Request<B>) -> usize {
+    let target = request
+        .uri()
+        .path_and_query()
+        .map_or(1, |pq| pq.as_str().len());
+    let line = request.method().as_str().len() + target + 12;
+    request
+        .headers()
+        .iter()
+        .fold(line, |n, (k, v)| n + k.as_str().len() + v.len() + 4)
+}
+
+/// The origin-form target (path and query) to send upstream.
+fn target_uri(upstream: &UpstreamConfig, uri: &Uri) -> Option<Uri> {
+    if !upstream.strip_prefix && upstream.base_path.is_empty() {
+        let mut parts = http::uri::Parts::default();
+        parts.path_and_query = Some(
+            uri.path_and_query()
+                .cloned()
+                .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/")),
+        );
+        return Uri::from_parts(parts).ok();
+    }
+    let mut path = uri.path();
+    if upstream.strip_prefix {
+        if let Some(route) = &upstream.route {
+            let trimmed = route.trim_end_matches('/');
+            path = path.strip_prefix(trimmed).unwrap_or(path);
+        }
+    }
+    let mut pq = String::with_capacity(upstream.base_path.len() + path.len() + 64);
+    pq.push_str(&upstream.base_path);
+    if !path.starts_with('/') {
+        pq.push('/');
+    }
+    pq.push_str(path);
+    if let Some(q) = uri.query() {
+        pq.push('?');
+        pq.push_str(q);
+    }
+    Uri::try_from(pq).ok()
+}
+
+fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let listed: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .collect();
+    for name in listed {
+        headers.remove(name);
+    }
+    for name in &HOP_BY_HOP {
+        headers.remove(name);
+    }
+}
+
+fn forwarded_for(headers: &mut HeaderMap, peer: SocketAddr) {
+    let ip = peer.ip().to_string();
+    let value = match headers.get(&X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
+        Some(prior) if !prior.is_empty() => format!("{prior}, {ip}"),
+        _ => ip,
+    };
+    if let Ok(value) = HeaderValue::from_str(&value) {
+        headers.insert(X_FORWARDED_FOR.clone(), value);
+    }
+}

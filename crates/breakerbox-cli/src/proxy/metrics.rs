@@ -1,0 +1,301 @@
+//! Counters per upstream, recent transitions, and the Prometheus text written by hand.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use breakerbox::model::Transition;
+use breakerbox::{Clock, Event, EventKind, Listener, MonotonicClock, Nanos, Phase, Verdict};
+use breakerbox_redis::RedisEvent;
+
+/// How many transitions the dashboard remembers.
+const RECENT: usize = 50;
+
+/// The counters of one upstream.
+#[derive(Default)]
+pub struct Stats {
+    calls: [AtomicU64; 3],
+    rejections: AtomicU64,
+    stale: AtomicU64,
+    upstream_errors: [AtomicU64; 3],
+    transitions: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
+}
+
+/// Why no response came from an upstream.
+#[derive(Copy, Clone, Debug)]
+pub enum UpstreamError {
+    /// The connection could not be made.
+    Connect,
+    /// No answer within `request_timeout`.
+    Timeout,
+    /// Anything else (reset, protocol error).
+    Other,
+}
+
+impl UpstreamError {
+    const ALL: [UpstreamError; 3] = [
+        UpstreamError::Connect,
+        UpstreamError::Timeout,
+        UpstreamError::Other,
+    ];
+
+    fn as_str(self) -> &'static str {
+        match self {
+            UpstreamError::Connect => "connect",
+            UpstreamError::Timeout => "timeout",
+            UpstreamError::Other => "other",
+        }
+    }
+}
+
+const VERDICTS: [Verdict; 3] = [Verdict::Success, Verdict::Failure, Verdict::Ignore];
+
+fn verdict_index(v: Verdict) -> usize {
+    match v {
+        Verdict::Success => 0,
+        Verdict::Failure => 1,
+        Verdict::Ignore => 2,
+    }
+}
+
+impl Stats {
+    /// Counts a forwarded call's verdict.
+    #[inline]
+    pub fn call(&self, verdict: Verdict) {
+        self.calls[verdict_index(verdict)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a request answered 503 by the breaker.
+    #[inline]
+    pub fn rejected(&self) {
+        self.rejections.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts an upstream that gave no response.
+    pub fn upstream_error(&self, kind: UpstreamError) {
+        self.upstream_errors[kind as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Calls so far with `verdict`.
+    pub fn calls(&self, verdict: Verdict) -> u64 {
+        self.calls[verdict_index(verdict)].load(Ordering::Relaxed)
+    }
+
+    /// Requests rejected so far.
+    pub fn rejections(&self) -> u64 {
+        self.rejections.load(Ordering::Relaxed)
+    }
+
+    /// Stale results so far.
+    pub fn stale(&self) -> u64 {
+        self.stale.load(Ordering::Relaxed)
+    }
+
+    fn transition(&self, t: &Transition) {
+        if let Ok(mut map) = self.transitions.lock() {
+            *map.entry((t.from.as_str(), t.to.as_str())).or_insert(0) += 1;
+        }
+    }
+}
+
+/// One remembered transition.
+#[derive(Clone, Debug)]
+pub struct Recorded {
+    /// The breaker.
+    pub breaker: String,
+    /// The transition.
+    pub transition: Transition,
+    /// When, on the proxy's clock.
+    pub at: Nanos,
+}
+
+/// Receives every breaker's events and keeps the counters.
+pub struct Recorder {
+    clock: MonotonicClock,
+    started: Nanos,
+    stats: BTreeMap<String, Stats>,
+    recent: Mutex<VecDeque<Recorded>>,
+}
+
+impl Recorder {
+    /// A recorder for these breaker names.
+    pub fn new<'a>(names: impl IntoIterator<Item = &'a str>) -> Recorder {
+        let clock = MonotonicClock;
+        Recorder {
+            started: clock.now(),
+            clock,
+            stats: names
+                .into_iter()
+                .map(|n| (n.to_string(), Stats::default()))
+                .collect(),
+            recent: Mutex::new(VecDeque::new()),
+        }
+    }
+
+    /// The counters of `name`.
+    pub fn stats(&self, name: &str) -> Option<&Stats> {
+        self.stats.get(name)
+    }
+
+    /// Time since the proxy started.
+    pub fn uptime(&self) -> std::time::Duration {
+        self.clock.now().saturating_sub(self.started).as_duration()
+    }
+
+    /// Now, on the proxy's clock.
+    pub fn now(&self) -> Nanos {
+        self.clock.now()
+    }
+
+    /// The recent transitions, newest first.
+    pub fn recent(&self) -> Vec<Recorded> {
+        self.recent
+            .lock()
+            .map(|r| r.iter().rev().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    fn transition(&self, breaker: &str, t: &Transition) {
+        if let Some(stats) = self.stats.get(breaker) {
+            stats.transition(t);
+        }
+        if let Ok(mut recent) = self.recent.lock() {
+            if recent.len() == RECENT {
+                recent.pop_front();
+            }
+            recent.push_back(Recorded {
+                breaker: breaker.to_string(),
+                transition: *t,
+                at: self.clock.now(),
+            });
+        }
+    }
+
+    fn stale(&self, breaker: &str) {
+        if let Some(stats) = self.stats.get(breaker) {
+            stats.stale.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Takes in a Redis breaker's event.
+    pub fn on_redis_event(&self, breaker: &str, event: &RedisEvent) {
+        match event {
+            RedisEvent::Transition(t) => self.transition(breaker, t),
+            RedisEvent::StaleResult { .. } => self.stale(breaker),
+            _ => {}
+        }
+    }
+}
+
+impl Listener for Recorder {
+    fn on_event(&self, event: &Event<'_>) {
+        match event.kind {
+            EventKind::Transition(t) => self.transition(event.breaker, &t),
+            EventKind::StaleResult { .. } => self.stale(event.breaker),
+            EventKind::Rejected(_) => {}
+        }
+    }
+}
+
+const PHASES: [Phase; 5] = [
+    Phase::Closed,
+    Phase::Open,
+    Phase::HalfOpen,
+    Phase::ForcedOpen,
+    Phase::Disabled,
+];
+
+/// The Prometheus text exposition of every breaker: `(name, phase as seen here)`.
+pub fn render(recorder: &Recorder, breakers: &[(&str, Phase)]) -> String {
+    let mut out = String::with_capacity(2048);
+    let _ = writeln!(
+        out,
+        "# HELP breakerbox_state 1 for the phase each breaker is in, 0 for the others.\n# TYPE breakerbox_state gauge"
+    );
+    for (name, phase) in breakers {
+        for p in PHASES {
+            let v = u8::from(p == *phase);
+            let _ = writeln!(
+                out,
+                "breakerbox_state{{breaker=\"{name}\",phase=\"{}\"}} {v}",
+                p.as_str()
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP breakerbox_calls_total Forwarded calls by the judge's verdict.\n# TYPE breakerbox_calls_total counter"
+    );
+    for (name, _) in breakers {
+        if let Some(s) = recorder.stats(name) {
+            for v in VERDICTS {
+                let _ = writeln!(
+                    out,
+                    "breakerbox_calls_total{{breaker=\"{name}\",verdict=\"{}\"}} {}",
+                    v.as_str(),
+                    s.calls(v)
+                );
+            }
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP breakerbox_rejections_total Requests answered 503 without contacting the upstream.\n# TYPE breakerbox_rejections_total counter"
+    );
+    for (name, _) in breakers {
+        if let Some(s) = recorder.stats(name) {
+            let _ = writeln!(
+                out,
+                "breakerbox_rejections_total{{breaker=\"{name}\"}} {}",
+                s.rejections()
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP breakerbox_transitions_total Phase changes seen by this process.\n# TYPE breakerbox_transitions_total counter"
+    );
+    for (name, _) in breakers {
+        if let Some(s) = recorder.stats(name) {
+            if let Ok(map) = s.transitions.lock() {
+                for ((from, to), n) in map.iter() {
+                    let _ = writeln!(
+                        out,
+                        "breakerbox_transitions_total{{breaker=\"{name}\",from=\"{from}\",to=\"{to}\"}} {n}"
+                    );
+                }
+            }
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP breakerbox_stale_results_total Results dropped because their permit was from an older generation.\n# TYPE breakerbox_stale_results_total counter"
+    );
+    for (name, _) in breakers {
+        if let Some(s) = recorder.stats(name) {
+            let _ = writeln!(
+                out,
+                "breakerbox_stale_results_total{{breaker=\"{name}\"}} {}",
+                s.stale()
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP breakerbox_upstream_errors_total Requests that got no response from the upstream, by kind.\n# TYPE breakerbox_upstream_errors_total counter"
+    );
+    for (name, _) in breakers {
+        if let Some(s) = recorder.stats(name) {
+            for kind in UpstreamError::ALL {
+                let _ = writeln!(
+                    out,
+                    "breakerbox_upstream_errors_total{{breaker=\"{name}\",kind=\"{}\"}} {}",
+                    kind.as_str(),
+                    s.upstream_errors[kind as usize].load(Ordering::Relaxed)
+                );
+            }
+        }
+    }
+    out
+}

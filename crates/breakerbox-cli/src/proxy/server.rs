@@ -1,0 +1,72 @@
+//! Accept loops with graceful shutdown: stop accepting, let connections finish their
+//! requests in flight up to a grace period.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{Request, Response};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use super::body::ProxyBody;
+
+/// Serves HTTP/1.1 on `listener` with `handler` until `stop` turns true, then waits up to
+/// `grace` for open connections to finish their requests. Returns whether every
+/// connection finished in time.
+pub async fn serve<H, F>(
+    listener: TcpListener,
+    handler: Arc<H>,
+    call: fn(Arc<H>, Request<Incoming>, SocketAddr) -> F,
+    max_buf_size: usize,
+    mut stop: watch::Receiver<bool>,
+    grace: Duration,
+) -> bool
+where
+    H: Send + Sync + 'static,
+    F: Future<Output = Response<ProxyBody>> + Send + 'static,
+{
+    let graceful = GracefulShutdown::new();
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .keep_alive(true)
+        .max_buf_size(max_buf_size.max(8192))
+        .header_read_timeout(Duration::from_secs(30));
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (stream, peer) = match accepted {
+                    Ok(pair) => pair,
+                    Err(_) => {
+                        // Out of file descriptors and the like: back off a little.
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        continue;
+                    }
+                };
+                let _ = stream.set_nodelay(true);
+                let handler = handler.clone();
+                let service = service_fn(move |request| {
+                    let response = call(handler.clone(), request, peer);
+                    async move { Ok::<_, Infallible>(response.await) }
+                });
+                let connection = http.serve_connection(TokioIo::new(stream), service);
+                let connection = graceful.watch(connection);
+                tokio::spawn(async move {
+                    let _ = connection.await;
+                });
+            }
+            _ = stop.changed() => break,
+        }
+    }
+    drop(listener);
+    tokio::select! {
+        _ = graceful.shutdown() => true,
+        _ = tokio::time::sleep(grace) => false,
+    }
+}

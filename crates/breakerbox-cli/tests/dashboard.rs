@@ -1,0 +1,153 @@
+//! The admin dashboard rendered by headless Chromium (Debian's `chromium`): its text after
+//! the page's own refresh from `/status`, and a screenshot.
+
+#![allow(clippy::disallowed_methods)]
+
+#[path = "support/proxy_harness.rs"]
+mod harness;
+
+use std::path::Path;
+use std::process::Command;
+
+use harness::{get, listeners, post, temp_dir, ProxyProcess, Upstream};
+
+fn chromium(profile: &Path, args: &[&str]) -> std::process::Output {
+    let found = Command::new("sh")
+        .args(["-c", "command -v chromium"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    assert!(
+        found,
+        "`chromium` is not on PATH: install Debian's chromium (apt-get install -y chromium) to run the dashboard test"
+    );
+    Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--virtual-time-budget=3000",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(args)
+        .output()
+        .expect("run chromium")
+}
+
+/// The rendered card of breaker `name`: from its opening tag to the next card.
+fn card<'a>(dom: &'a str, name: &str) -> &'a str {
+    let start = dom
+        .find(&format!("data-breaker=\"{name}\""))
+        .unwrap_or_else(|| panic!("no card for {name} in the rendered page:\n{dom}"));
+    let rest = &dom[start..];
+    let end = rest[1..]
+        .find("data-breaker=")
+        .map_or(rest.len(), |i| i + 1);
+    &rest[..end]
+}
+
+#[test]
+fn the_dashboard_shows_every_breaker_with_its_live_phase_and_a_screenshot_is_written() {
+    let upstream = Upstream::start();
+    upstream.answer(500, "down");
+    let config = format!(
+        "{}\n[[upstream]]\nname = \"payments\"\nroute = \"/payments/\"\nurl = \"{u}\"\n[upstream.breaker]\nconsecutive_failures = 2\nrecovery_timeout = \"5m\"\n\
+         [[upstream]]\nname = \"inventory\"\nroute = \"/inventory/\"\nurl = \"{u}\"\n\
+         [[upstream]]\nname = \"search\"\nroute = \"/search/\"\nurl = \"{u}\"\n",
+        listeners(),
+        u = upstream.url()
+    );
+    let dir = temp_dir("dashboard");
+    let proxy = ProxyProcess::start(&dir, &config);
+    for _ in 0..2 {
+        get(proxy.addr, "/payments/charge");
+    }
+    assert_eq!(post(proxy.admin, "/breakers/search/trip", &[]).status, 200);
+
+    let page = get(proxy.admin, "/");
+    assert_eq!(page.status, 200);
+    assert!(page
+        .header("content-type")
+        .unwrap()
+        .starts_with("text/html"));
+    assert!(
+        !page.body.contains("data-breaker=\"payments\""),
+        "cards come from the script, not the server"
+    );
+    assert!(
+        !page.body.contains("src=\"http") && !page.body.contains("href=\"http"),
+        "no external assets"
+    );
+
+    let url = format!("http://{}/", proxy.admin);
+    let out = chromium(&dir.join("profile-dom"), &["--dump-dom", &url]);
+    let dom = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "chromium failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let payments = card(&dom, "payments");
+    assert!(
+        payments.contains("class=\"phase open\""),
+        "payments card: {payments}"
+    );
+    assert!(
+        payments.contains("trips</dt><dd>1</dd>"),
+        "payments card: {payments}"
+    );
+    let inventory = card(&dom, "inventory");
+    assert!(
+        inventory.contains("class=\"phase closed\""),
+        "inventory card: {inventory}"
+    );
+    let search = card(&dom, "search");
+    assert!(search.contains("forced open"), "search card: {search}");
+    assert!(
+        dom.contains("id=\"live\" class=\"ok\""),
+        "the page did not reach /status: {dom}"
+    );
+    assert!(
+        dom.contains("consecutive_failures"),
+        "the transition list is missing: {dom}"
+    );
+
+    // The page refreshes itself: a change after load shows up in a new rendering.
+    assert_eq!(post(proxy.admin, "/breakers/search/reset", &[]).status, 200);
+    let out = chromium(&dir.join("profile-dom2"), &["--dump-dom", &url]);
+    let dom = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        card(&dom, "search").contains("class=\"phase closed\""),
+        "{dom}"
+    );
+    assert_eq!(post(proxy.admin, "/breakers/search/trip", &[]).status, 200);
+
+    let shot = dir.join("dashboard.png");
+    let _ = std::fs::remove_file(&shot);
+    let out = chromium(
+        &dir.join("profile-shot"),
+        &[
+            &format!("--screenshot={}", shot.display()),
+            "--window-size=1200,800",
+            &url,
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "chromium failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let png = std::fs::read(&shot).expect("the screenshot was written");
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "not a PNG");
+    assert!(
+        png.len() > 10_000,
+        "a suspiciously small screenshot: {} bytes",
+        png.len()
+    );
+    eprintln!("dashboard screenshot: {}", shot.display());
+}

@@ -1,0 +1,205 @@
+//! `breakerbox replay` through the real binary, on traces whose outcome is known by hand.
+
+#[path = "support/cli.rs"]
+mod cli;
+
+use cli::{assert_ok, file, run, scratch, stderr, stdout};
+
+/// 10 s healthy, 5 s of 503s, 5 s healthy: one call every 10 ms, each taking 5 ms.
+fn outage_trace() -> String {
+    let mut out = String::from("timestamp,status,latency_ms\n");
+    for i in 0..2000u32 {
+        let t = i * 10;
+        let status = if (10_000..15_000).contains(&t) {
+            503
+        } else {
+            200
+        };
+        out.push_str(&format!("{t},{status},5\n"));
+    }
+    out
+}
+
+const CONFIG: &str = "[breaker]\nconsecutive_failures = 5\nrecovery_timeout = \"2s\"\n";
+
+fn json(output: &std::process::Output) -> serde_json::Value {
+    serde_json::from_str(&stdout(output)).expect("replay --json prints JSON")
+}
+
+/// Worked by hand: the 5th 503 (sent at 10.040 s) ends at 10.045 s and trips; open until
+/// 12.045 s, so the calls of 10.050..=12.040 s are rejected (200). The call at 12.050 s is a
+/// probe, a 503: open again until 14.055 s (200 more rejected, 12.060..=14.050). The probe
+/// at 14.060 s fails too: open until 16.065 s (200 more, 14.070..=16.060). The probes at
+/// 16.070 s and 16.080 s succeed: closed at 16.085 s. So one trip, two re-opens, 600
+/// rejected, 5 + 2 failures let through, 4 probes, 3 x 2.005 s open.
+#[test]
+fn a_known_outage_gives_the_trips_and_rejections_worked_out_by_hand() {
+    let dir = scratch("known-outage");
+    let config = file(&dir, "config.toml", CONFIG);
+    let trace = file(&dir, "trace.csv", &outage_trace());
+    let output = run(&["replay", "--config", &config, &trace, "--json"]);
+    assert_ok(&output);
+    let v = json(&output);
+    assert_eq!(v["events"], 2000);
+    assert_eq!(v["trips"], 1);
+    assert_eq!(v["reopens"], 2);
+    assert_eq!(v["closes"], 1);
+    assert_eq!(v["rejected"], 600);
+    assert_eq!(v["failed_let_through"], 7);
+    assert_eq!(v["failures_by_reason"]["status 503"], 7);
+    assert_eq!(v["probes"], 4);
+    assert_eq!(v["time_open_ms"], 6015.0);
+    assert_eq!(v["time_half_open_ms"], 25.0);
+    assert_eq!(v["malformed"], 0);
+}
+
+#[test]
+fn the_text_summary_names_every_number() {
+    let dir = scratch("text-summary");
+    let config = file(&dir, "config.toml", CONFIG);
+    let trace = file(&dir, "trace.csv", &outage_trace());
+    let output = run(&["replay", "--config", &config, &trace]);
+    assert_ok(&output);
+    let text = stdout(&output);
+    for needle in [
+        "replayed 2000 calls",
+        "trips                             1",
+        "calls rejected                  600",
+        "failed calls let through          7",
+        "probes sent                       4",
+        "time open",
+        "6.015s",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
+    }
+}
+
+#[test]
+fn json_lines_in_seconds_replay_like_the_csv_in_milliseconds() {
+    let dir = scratch("jsonl");
+    let config = file(&dir, "config.toml", CONFIG);
+    let mut jsonl = String::new();
+    for i in 0..2000u32 {
+        let t = f64::from(i) / 100.0;
+        let status = if (1000..1500).contains(&i) { 503 } else { 200 };
+        jsonl.push_str(&format!(
+            "{{\"timestamp\": {t}, \"status\": {status}, \"latency_ms\": 5}}\n"
+        ));
+    }
+    let trace = file(&dir, "trace.jsonl", &jsonl);
+    let output = run(&[
+        "replay",
+        "--config",
+        &config,
+        &trace,
+        "--timestamps",
+        "s",
+        "--json",
+    ]);
+    assert_ok(&output);
+    let v = json(&output);
+    assert_eq!(
+        (v["trips"].clone(), v["rejected"].clone()),
+        (1.into(), 600.into())
+    );
+}
+
+#[test]
+fn business_codes_in_the_trace_are_judged_by_the_judge() {
+    let dir = scratch("business");
+    let config = file(
+        &dir,
+        "config.toml",
+        "[breaker]\nconsecutive_failures = 3\n\n[judge.business]\npointers = [\"/error/code\"]\nfailure_codes = [\"E001\"]\n",
+    );
+    let trace = file(
+        &dir,
+        "trace.csv",
+        "timestamp,status,latency_ms,error_code\n0,200,1,E001\n10,200,1,E001\n20,200,1,OK\n30,200,1,E001\n40,200,1,E001\n50,200,1,E001\n60,200,1,\n",
+    );
+    let output = run(&["replay", "--config", &config, &trace, "--json"]);
+    assert_ok(&output);
+    let v = json(&output);
+    assert_eq!(v["trips"], 1, "{v}");
+    assert_eq!(v["failed_let_through"], 5, "{v}");
+    assert_eq!(v["rejected"], 1, "{v}");
+}
+
+#[test]
+fn malformed_lines_are_reported_with_their_number_and_skipped() {
+    let dir = scratch("malformed");
+    let config = file(&dir, "config.toml", CONFIG);
+    let trace = file(
+        &dir,
+        "trace.csv",
+        "timestamp,status,latency_ms\n0,200,1\nsoon,200,1\n20,200,1\n30,abc,1\n",
+    );
+    let output = run(&["replay", "--config", &config, &trace, "--json"]);
+    assert_ok(&output);
+    let err = stderr(&output);
+    assert!(
+        err.contains("trace.csv:3: invalid timestamp \"soon\""),
+        "{err}"
+    );
+    assert!(err.contains("trace.csv:5: invalid status \"abc\""), "{err}");
+    let v = json(&output);
+    assert_eq!(
+        (v["events"].clone(), v["malformed"].clone()),
+        (2.into(), 2.into())
+    );
+}
+
+#[test]
+fn strict_mode_stops_at_the_first_malformed_line_with_exit_code_2() {
+    let dir = scratch("strict");
+    let config = file(&dir, "config.toml", CONFIG);
+    let trace = file(
+        &dir,
+        "trace.csv",
+        "timestamp,status,latency_ms\n0,200,1\n10,200\n20,abc,1\n",
+    );
+    let output = run(&["replay", "--config", &config, &trace, "--strict"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    let err = stderr(&output);
+    assert!(
+        err.contains("trace.csv:3: missing field `latency_ms`"),
+        "{err}"
+    );
+    assert!(!err.contains("trace.csv:4"), "{err}");
+    assert!(stdout(&output).is_empty());
+}
+
+#[test]
+fn svg_timeline_is_written_with_phase_bands_and_the_failure_rate() {
+    let dir = scratch("svg");
+    let config = file(&dir, "config.toml", CONFIG);
+    let trace = file(&dir, "trace.csv", &outage_trace());
+    let svg = dir.join("timeline.svg");
+    let output = run(&[
+        "replay",
+        "--config",
+        &config,
+        &trace,
+        "--svg",
+        svg.to_str().unwrap(),
+    ]);
+    assert_ok(&output);
+    let text = std::fs::read_to_string(&svg).expect("the svg was written");
+    assert!(text.starts_with("<svg"), "{text}");
+    assert!(text.trim_end().ends_with("</svg>"));
+    assert!(text.contains("<title>open</title>"), "no open band");
+    assert!(text.contains("<title>closed</title>"), "no closed band");
+    assert!(text.contains("<polyline"), "no failure-rate line");
+}
+
+#[test]
+fn a_bad_config_names_the_key() {
+    let dir = scratch("bad-config");
+    let config = file(&dir, "config.toml", "[breaker]\nfailure_rate = 1.5\n");
+    let trace = file(&dir, "trace.csv", &outage_trace());
+    let output = run(&["replay", "--config", &config, &trace]);
+    assert_eq!(output.status.code(), Some(1));
+    let err = stderr(&output);
+    assert!(err.contains("breaker.failure_rate"), "{err}");
+    assert!(err.contains("1.5"), "{err}");
+}
