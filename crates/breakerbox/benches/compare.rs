@@ -11,10 +11,16 @@
 //! each thread's tight loop with `Instant`. A measurement's value is the slowest thread's
 //! elapsed time divided by the iterations per thread: wall time per call on each thread,
 //! as recloser's own benches report. The table shows the median of the 5.
+//!
+//! On a busy machine (other processes competing for the cores) wall time counts the time a
+//! bench thread waits for a core. `-- --cpu-time` times each thread with its own CPU clock
+//! instead (Linux): steadier under load for one thread, but with two threads it hides
+//! contention whenever the two are not scheduled side by side. The header says which.
 
 #![allow(clippy::disallowed_methods)] // a bench binary times itself with Instant
 
 use std::hint::black_box;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
@@ -48,6 +54,43 @@ const SMOKE: Plan = Plan {
     max_iters: 100_000,
 };
 
+/// Whether `--cpu-time` asked for each thread's CPU clock instead of wall time.
+static CPU_TIME: AtomicBool = AtomicBool::new(false);
+
+/// A start time on the clock the run asked for.
+enum Stamp {
+    Wall(Instant),
+    #[cfg(target_os = "linux")]
+    Cpu(Duration),
+}
+
+#[cfg(target_os = "linux")]
+fn thread_cpu_time() -> Duration {
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    Duration::new(
+        u64::try_from(ts.tv_sec).unwrap_or(0),
+        u32::try_from(ts.tv_nsec).unwrap_or(0),
+    )
+}
+
+impl Stamp {
+    fn now() -> Stamp {
+        #[cfg(target_os = "linux")]
+        if CPU_TIME.load(Ordering::Relaxed) {
+            return Stamp::Cpu(thread_cpu_time());
+        }
+        Stamp::Wall(Instant::now())
+    }
+
+    fn elapsed(&self) -> Duration {
+        match self {
+            Stamp::Wall(start) => start.elapsed(),
+            #[cfg(target_os = "linux")]
+            Stamp::Cpu(start) => thread_cpu_time().saturating_sub(*start),
+        }
+    }
+}
+
 /// Runs `op` `iters` times on each of `threads` threads started together; returns the
 /// slowest thread's nanoseconds per call.
 fn run<F: Fn() + Sync>(threads: usize, iters: u64, op: &F) -> f64 {
@@ -57,7 +100,7 @@ fn run<F: Fn() + Sync>(threads: usize, iters: u64, op: &F) -> f64 {
             .map(|_| {
                 s.spawn(|| {
                     barrier.wait();
-                    let start = Instant::now();
+                    let start = Stamp::now();
                     for _ in 0..iters {
                         op();
                     }
@@ -261,14 +304,27 @@ fn open_rejection(plan: Plan, threads: usize) -> Row {
     row
 }
 
+/// The 1-minute load average, where the system tells it: other work on the machine
+/// inflates the numbers (with 2 threads on 2 cores, a third runnable task means the two
+/// bench threads no longer run side by side).
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|text| text.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "unknown".to_string())
+}
+
 fn cell(value: Option<f64>) -> String {
     value.map_or_else(|| "n/a".to_string(), |ns| format!("{ns:.1}"))
 }
 
 fn main() {
     let full = std::env::args().any(|arg| arg == "--bench");
+    let cpu_time = cfg!(target_os = "linux") && std::env::args().any(|arg| arg == "--cpu-time");
+    CPU_TIME.store(cpu_time, Ordering::Relaxed);
     let plan = if full { FULL } else { SMOKE };
     let started = Instant::now();
+    let load_before = load_average();
     let mut rows = Vec::new();
     for threads in [1, 2] {
         rows.push(closed_consecutive(plan, threads));
@@ -280,10 +336,17 @@ fn main() {
     if !full {
         println!("(smoke run without --bench: the numbers below mean nothing)");
     }
-    println!(
-        "ns per protected no-op call, median of {REPEATS}; with 2 threads: wall time per call \
-         on each thread (slowest thread's elapsed / calls per thread)\n"
-    );
+    if cpu_time {
+        println!(
+            "ns of thread CPU time per protected no-op call, median of {REPEATS}; with 2 \
+             threads: the slowest thread's CPU time / calls per thread\n"
+        );
+    } else {
+        println!(
+            "ns per protected no-op call, median of {REPEATS}; with 2 threads: wall time per \
+             call on each thread (slowest thread's elapsed / calls per thread)\n"
+        );
+    }
     println!("| case | threads | breakerbox try_acquire+success | breakerbox call | failsafe 1.3.0 call | recloser 1.4.0 call |");
     println!("|---|---:|---:|---:|---:|---:|");
     for row in &rows {
@@ -297,5 +360,11 @@ fn main() {
             cell(row.recloser)
         );
     }
-    println!("\n(total {:.1} s)", started.elapsed().as_secs_f64());
+    println!(
+        "\n(total {:.1} s; {} cores; 1-minute load average {} before, {} after)",
+        started.elapsed().as_secs_f64(),
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        load_before,
+        load_average()
+    );
 }

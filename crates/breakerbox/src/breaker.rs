@@ -106,7 +106,7 @@ impl<C: Clock> CircuitBreaker<C> {
 
     /// Asks to make one call. Closed admits; open rejects with [`CircuitOpen`] until the
     /// recovery timeout is over; half-open admits at most `max_probes` probes at once.
-    #[inline]
+    #[inline(always)]
     pub fn try_acquire(&self) -> Result<Permit<'_, C>, CircuitOpen> {
         let (generation, kind) = self.engine.acquire()?;
         Ok(Permit::new(&self.engine, generation, kind, self.start()))
@@ -124,7 +124,7 @@ impl<C: Clock> CircuitBreaker<C> {
         ))
     }
 
-    #[inline]
+    #[inline(always)]
     fn start(&self) -> Nanos {
         if self.engine.config.measures_latency() {
             self.engine.clock.now()
@@ -140,6 +140,7 @@ impl<C: Clock> CircuitBreaker<C> {
     /// let breaker = CircuitBreaker::builder().build().unwrap();
     /// assert_eq!(breaker.call(|| Ok::<_, ()>(42)).unwrap(), 42);
     /// ```
+    #[inline]
     pub fn call<T, E, F>(&self, f: F) -> Result<T, CallError<E>>
     where
         F: FnOnce() -> Result<T, E>,
@@ -149,6 +150,7 @@ impl<C: Clock> CircuitBreaker<C> {
 
     /// Runs `f` if admitted and records what `judge` makes of its result and latency
     /// (measured through the breaker's clock).
+    #[inline]
     pub fn call_with<T, E, F, J>(&self, judge: &J, f: F) -> Result<T, CallError<E>>
     where
         F: FnOnce() -> Result<T, E>,

@@ -113,6 +113,7 @@ impl Clock for MonotonicClock {
             rustix::time::ClockId::Monotonic,
         ))
     }
+    #[inline]
     fn now_coarse(&self) -> Nanos {
         timespec_nanos(rustix::time::clock_gettime(
             rustix::time::ClockId::MonotonicCoarse,
@@ -121,6 +122,7 @@ impl Clock for MonotonicClock {
 }
 
 #[cfg(target_os = "linux")]
+#[inline]
 fn timespec_nanos(ts: rustix::time::Timespec) -> Nanos {
     let secs = u64::try_from(ts.tv_sec).unwrap_or(0);
     let nanos = u64::try_from(ts.tv_nsec).unwrap_or(0);

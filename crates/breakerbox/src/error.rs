@@ -19,13 +19,35 @@ use crate::Phase;
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct CircuitOpen {
     phase: Phase,
-    retry_after: Option<Duration>,
+    /// Nanoseconds, `u64::MAX` for none (a `Duration` is built only when asked for).
+    retry_after_nanos: u64,
 }
 
 impl CircuitOpen {
     /// A rejection in `phase`.
     pub const fn new(phase: Phase, retry_after: Option<Duration>) -> CircuitOpen {
-        CircuitOpen { phase, retry_after }
+        let retry_after_nanos = match retry_after {
+            Some(d) if d.as_nanos() < u64::MAX as u128 => d.as_nanos() as u64,
+            Some(_) => u64::MAX - 1,
+            None => u64::MAX,
+        };
+        CircuitOpen {
+            phase,
+            retry_after_nanos,
+        }
+    }
+
+    #[inline]
+    pub(crate) const fn from_nanos(phase: Phase, retry_after_nanos: Option<u64>) -> CircuitOpen {
+        let retry_after_nanos = match retry_after_nanos {
+            Some(n) if n == u64::MAX => u64::MAX - 1,
+            Some(n) => n,
+            None => u64::MAX,
+        };
+        CircuitOpen {
+            phase,
+            retry_after_nanos,
+        }
     }
 
     /// The phase the breaker is in after the rejected acquire.
@@ -37,14 +59,18 @@ impl CircuitOpen {
     /// the half-open deadline when every probe slot is taken, or the rest of an expiring
     /// manual override.
     pub const fn retry_after(&self) -> Option<Duration> {
-        self.retry_after
+        if self.retry_after_nanos == u64::MAX {
+            None
+        } else {
+            Some(Duration::from_nanos(self.retry_after_nanos))
+        }
     }
 }
 
 impl fmt::Display for CircuitOpen {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "circuit breaker rejected the call ({})", self.phase)?;
-        if let Some(after) = self.retry_after {
+        if let Some(after) = self.retry_after() {
             write!(f, "; retry after {after:?}")?;
         }
         Ok(())

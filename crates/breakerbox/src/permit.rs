@@ -95,6 +95,7 @@ macro_rules! permit_methods {
             }
 
             /// Records a success.
+            #[inline(always)]
             pub fn success(self) {
                 self.record(Verdict::Success)
             }
@@ -111,6 +112,7 @@ macro_rules! permit_methods {
 
             /// Records `verdict`; when the breaker has a slow-call rule the latency is
             /// measured from the acquire.
+            #[inline(always)]
             pub fn record(self, verdict: Verdict) {
                 let latency = if self.engine.config.measures_latency() {
                     self.engine.clock.now().saturating_sub(self.started)
@@ -125,7 +127,7 @@ macro_rules! permit_methods {
                 self.finish(verdict, Nanos::from_duration(latency))
             }
 
-            #[inline]
+            #[inline(always)]
             pub(crate) fn finish(mut self, verdict: Verdict, latency: Nanos) {
                 self.done = true;
                 self.engine

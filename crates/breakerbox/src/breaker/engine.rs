@@ -84,7 +84,7 @@ impl<C: Clock> Engine<C> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn load(&self) -> Word {
         Word(self.word.load(Ordering::Acquire))
     }
@@ -92,16 +92,16 @@ impl<C: Clock> Engine<C> {
     // ----- acquire -------------------------------------------------------------------
 
     /// Admits a call or says why not. Closed costs one atomic load.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn acquire(&self) -> Result<(u64, PermitKind), CircuitOpen> {
         let w = self.load();
-        if w.phase() == Phase::Closed {
-            return Ok((w.generation(), PermitKind::Normal));
+        match w.phase() {
+            Phase::Closed => Ok((w.generation(), PermitKind::Normal)),
+            _ => self.acquire_not_closed(w),
         }
-        self.acquire_not_closed(w)
     }
 
-    #[inline]
+    #[inline(never)]
     fn acquire_not_closed(&self, w: Word) -> Result<(u64, PermitKind), CircuitOpen> {
         match w.phase() {
             Phase::Open | Phase::ForcedOpen => {
@@ -231,7 +231,7 @@ impl<C: Clock> Engine<C> {
 
     #[inline]
     fn rejected(&self, phase: Phase, retry_after: Option<Nanos>) -> CircuitOpen {
-        let open = CircuitOpen::new(phase, retry_after.map(Nanos::as_duration));
+        let open = CircuitOpen::from_nanos(phase, retry_after.map(Nanos::as_u64));
         if self.listeners.active() {
             self.listeners.emit(&self.name, EventKind::Rejected(open));
         }
@@ -241,7 +241,7 @@ impl<C: Clock> Engine<C> {
     // ----- outcomes ------------------------------------------------------------------
 
     /// Records the verdict of a permit of `generation` and `kind`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn record(
         &self,
         generation: u64,
@@ -256,7 +256,7 @@ impl<C: Clock> Engine<C> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn record_closed(&self, generation: u64, verdict: Verdict, latency: Nanos) {
         let w = self.load();
         if w.generation() != generation || w.phase() != Phase::Closed {

@@ -51,6 +51,7 @@ impl Streak {
     }
 
     /// A success ends the run. Costs one load when there is no run to end.
+    #[inline(always)]
     pub(crate) fn success(&self, tag: u64) {
         let word = self.0.load(Ordering::Relaxed);
         if word >> 48 == tag && word & COUNT_MASK != 0 {
