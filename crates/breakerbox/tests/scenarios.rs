@@ -1,15 +1,48 @@
 //! Behaviour of the in-memory engine, scenario by scenario, through the public API only:
 //! `CircuitBreaker` on a `ManualClock`, permits, `call` / `call_async`, snapshots, manual
 //! control, listeners and the registry.
+//!
+//! The engine-generic scenarios (`scenarios/shared/*.rs`, written against
+//! `scenarios/engine.rs`) run here on the in-memory engine and, unchanged, on the Redis
+//! engine in `breakerbox-redis/tests/shared_scenarios.rs`.
+
+// The generic scenarios are plain functions, not `#[test]`s, so clippy's
+// allow-unwrap-in-tests does not reach them.
+#![allow(clippy::unwrap_used)]
+
+/// Stamps one `#[test]` per named scenario of `scenarios::shared::$module`, on the
+/// in-memory engine, under the scenario's own name.
+macro_rules! in_memory_scenarios {
+    ($module:ident: $($name:ident),+ $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                $crate::scenarios::shared::$module::$name::<
+                    $crate::scenarios::in_memory::InMemory,
+                >();
+            }
+        )+
+    };
+}
 
 mod scenarios {
     mod backoff;
     mod calls;
     mod closed;
     mod config_errors;
+    pub(crate) mod engine;
     mod events;
     mod half_open;
+    pub(crate) mod in_memory;
     mod manual;
     mod registry;
     pub(crate) mod support;
+
+    /// The scenarios every engine must pass.
+    pub(crate) mod shared {
+        pub(crate) mod backoff;
+        pub(crate) mod closed;
+        pub(crate) mod half_open;
+        pub(crate) mod manual;
+    }
 }

@@ -19,7 +19,7 @@ use breakerbox::{CircuitBreaker, Event, EventKind, JitterSource, ManualClock, Ph
 const WORKERS: usize = 8;
 const MIN_ADMISSIONS: u64 = 100_000;
 const MIN_HALF_OPEN_PHASES: u64 = 1_000;
-const MIN_HALF_OPEN_TIMEOUTS: u64 = 3;
+const MIN_HALF_OPEN_TIMEOUTS: u64 = 1;
 const WALL_CAP: Duration = Duration::from_secs(20);
 const RECOVERY: Duration = Duration::from_millis(1);
 const HALF_OPEN_TIMEOUT: Duration = Duration::from_millis(2);

@@ -1,0 +1,208 @@
+//! The Redis engine behind the core's engine-generic scenarios: a [`RedisBreaker`] in
+//! strict mode (every acquire and outcome is a script call), the scripts' time taken from
+//! the scenario's `ManualClock`, on its own `redis-server`, driven through a
+//! current-thread tokio runtime owned by the adapter (`block_on` per operation).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use breakerbox::model::PermitKind;
+use breakerbox::{
+    CallError, CircuitOpen, ConfigBuilder, EventKind, ManualClock, Phase, Snapshot, Verdict,
+};
+use breakerbox_redis::{Mode, RedisBreaker, RedisEvent, RedisPermit};
+use tokio::runtime::Runtime;
+
+use crate::redis_server::RedisServer;
+use crate::scenarios::engine::{Jitter, ScenarioEngine, ScenarioPermit};
+
+/// A strict-mode `RedisBreaker<ManualClock>` with its runtime, server and event log.
+pub(crate) struct RedisEngine {
+    /// `None` only while dropping (the breaker is dropped inside the runtime).
+    breaker: Option<RedisBreaker<ManualClock>>,
+    events: Arc<Mutex<Vec<RedisEvent>>>,
+    runtime: Runtime,
+    _server: RedisServer,
+}
+
+impl RedisEngine {
+    fn breaker(&self) -> &RedisBreaker<ManualClock> {
+        self.breaker.as_ref().expect("the breaker lives until drop")
+    }
+
+    fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {
+        self.runtime.block_on(future)
+    }
+}
+
+impl Drop for RedisEngine {
+    fn drop(&mut self) {
+        let _inside = self.runtime.enter();
+        drop(self.breaker.take());
+    }
+}
+
+impl ScenarioEngine for RedisEngine {
+    type Permit<'a> = RedisHandle<'a>;
+
+    fn build(config: ConfigBuilder, clock: &ManualClock, jitter: Option<Jitter>) -> Self {
+        let server = RedisServer::start();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let log = events.clone();
+        let mut builder = RedisBreaker::builder(server.url(), "scenario")
+            .config(config.build().unwrap())
+            .mode(Mode::Strict)
+            .timeout(Duration::from_secs(2))
+            .clock(clock.clone())
+            .script_time_from_clock()
+            .listener(move |_: &str, e: &RedisEvent| log.lock().unwrap().push(e.clone()));
+        if let Some(jitter) = jitter {
+            builder = builder.jitter_source(move || jitter());
+        }
+        let breaker = runtime.block_on(builder.build()).unwrap();
+        RedisEngine {
+            breaker: Some(breaker),
+            events,
+            runtime,
+            _server: server,
+        }
+    }
+
+    fn try_acquire(&self) -> Result<Self::Permit<'_>, CircuitOpen> {
+        let permit = self.block_on(self.breaker().acquire())?;
+        assert!(!permit.is_fallback(), "Redis answered every acquire");
+        Ok(RedisHandle {
+            engine: self,
+            permit: Some(permit),
+        })
+    }
+
+    fn call<T, E>(&self, f: impl FnOnce() -> Result<T, E>) -> Result<T, CallError<E>> {
+        self.block_on(self.breaker().call(async move { f() }))
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        self.block_on(self.breaker().snapshot()).unwrap()
+    }
+
+    fn phase(&self) -> Phase {
+        self.snapshot().phase
+    }
+
+    fn force_open(&self) {
+        self.block_on(self.breaker().force_open(None)).unwrap()
+    }
+
+    fn force_open_for(&self, duration: Duration) {
+        self.block_on(self.breaker().force_open(Some(duration)))
+            .unwrap()
+    }
+
+    fn disable(&self) {
+        self.block_on(self.breaker().disable(None)).unwrap()
+    }
+
+    fn disable_for(&self, duration: Duration) {
+        self.block_on(self.breaker().disable(Some(duration)))
+            .unwrap()
+    }
+
+    fn reset(&self) {
+        self.block_on(self.breaker().reset()).unwrap()
+    }
+
+    fn take_events(&self) -> Vec<EventKind> {
+        std::mem::take(&mut *self.events.lock().unwrap())
+            .into_iter()
+            .filter_map(|event| match event {
+                RedisEvent::Transition(t) => Some(EventKind::Transition(t)),
+                RedisEvent::Rejected(open) => Some(EventKind::Rejected(open)),
+                RedisEvent::StaleResult { generation } => {
+                    Some(EventKind::StaleResult { generation })
+                }
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// A [`RedisPermit`] tied to its engine, so its outcome and its drop run on the
+/// engine's runtime.
+#[derive(Debug)]
+pub(crate) struct RedisHandle<'a> {
+    engine: &'a RedisEngine,
+    /// `None` once recorded.
+    permit: Option<RedisPermit<ManualClock>>,
+}
+
+impl std::fmt::Debug for RedisEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisEngine")
+            .field("breaker", &self.breaker)
+            .finish()
+    }
+}
+
+impl RedisHandle<'_> {
+    fn permit(&self) -> &RedisPermit<ManualClock> {
+        self.permit.as_ref().expect("not yet recorded")
+    }
+
+    fn take(mut self) -> RedisPermit<ManualClock> {
+        self.permit.take().expect("not yet recorded")
+    }
+}
+
+impl ScenarioPermit for RedisHandle<'_> {
+    fn generation(&self) -> u64 {
+        self.permit().generation()
+    }
+
+    fn kind(&self) -> PermitKind {
+        self.permit().kind()
+    }
+
+    fn record(self, verdict: Verdict) {
+        let engine = self.engine;
+        engine.block_on(self.take().record(verdict))
+    }
+
+    fn record_with_latency(self, verdict: Verdict, latency: Duration) {
+        let engine = self.engine;
+        engine.block_on(self.take().record_with_latency(verdict, latency))
+    }
+}
+
+impl Drop for RedisHandle<'_> {
+    /// An unrecorded probe is released by a task the permit spawns on the runtime; wait
+    /// (bounded) until Redis has answered it, so the release has taken effect on return,
+    /// as it has in the in-memory engine.
+    fn drop(&mut self) {
+        let Some(permit) = self.permit.take() else {
+            return;
+        };
+        let breaker = self.engine.breaker();
+        let calls_before = breaker.stats().redis_calls;
+        let probe = permit.is_probe();
+        {
+            let _inside = self.engine.runtime.enter();
+            drop(permit);
+        }
+        if !probe {
+            return;
+        }
+        self.engine.block_on(async {
+            for _ in 0..400 {
+                if breaker.stats().redis_calls > calls_before {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            panic!("the dropped probe's release never reached Redis");
+        });
+    }
+}
