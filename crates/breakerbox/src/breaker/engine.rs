@@ -280,7 +280,9 @@ impl<C: Clock> Engine<C> {
         let counts = match &self.window {
             EngineWindow::None => None,
             EngineWindow::Count(window) => window.record(tag, failed, slow),
-            EngineWindow::Time(window) => window.record(tag, failed, slow, self.clock.now()),
+            // Buckets are filed by the coarse clock: edges may be a tick late, which no
+            // window of whole buckets can tell, and it saves a precise clock reading.
+            EngineWindow::Time(window) => window.record(tag, failed, slow, self.clock.now_coarse()),
         };
         if failed || counts.is_some() {
             if let Some(reason) = evaluate_trip(
