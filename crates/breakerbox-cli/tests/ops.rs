@@ -5,7 +5,8 @@
 
 #[path = "support/cli.rs"]
 mod cli;
-#[path = "support/redis_server.rs"]
+// The Redis engine's own harness: spawns redis-server on a free loopback port.
+#[path = "../../breakerbox-redis/tests/support/redis_server.rs"]
 mod redis_server;
 
 use std::time::Duration;

@@ -156,22 +156,9 @@ impl<C: Clock> CircuitBreaker<C> {
         F: FnOnce() -> Result<T, E>,
         J: Judge<T, E> + ?Sized,
     {
-        let (generation, kind) = self.engine.acquire().map_err(CallError::Open)?;
-        let timed = judge.uses_latency() || self.engine.config.measures_latency();
-        let started = if timed {
-            self.engine.clock.now()
-        } else {
-            Nanos::ZERO
-        };
-        let permit = Permit::new(&self.engine, generation, kind, started);
+        let (permit, timed) = self.begin(judge).map_err(CallError::Open)?;
         let result = f();
-        let latency = if timed {
-            self.engine.clock.now().saturating_sub(started)
-        } else {
-            Nanos::ZERO
-        };
-        permit.finish(judge.judge(&result, latency.as_duration()), latency);
-        result.map_err(CallError::Inner)
+        self.end(permit, timed, judge, result)
     }
 
     /// Awaits `future` if admitted; `Ok` is a success and `Err` a failure. Dropping the
@@ -189,22 +176,9 @@ impl<C: Clock> CircuitBreaker<C> {
         F: Future<Output = Result<T, E>>,
         J: Judge<T, E> + ?Sized,
     {
-        let (generation, kind) = self.engine.acquire().map_err(CallError::Open)?;
-        let timed = judge.uses_latency() || self.engine.config.measures_latency();
-        let started = if timed {
-            self.engine.clock.now()
-        } else {
-            Nanos::ZERO
-        };
-        let permit = Permit::new(&self.engine, generation, kind, started);
+        let (permit, timed) = self.begin(judge).map_err(CallError::Open)?;
         let result = future.await;
-        let latency = if timed {
-            self.engine.clock.now().saturating_sub(started)
-        } else {
-            Nanos::ZERO
-        };
-        permit.finish(judge.judge(&result, latency.as_duration()), latency);
-        result.map_err(CallError::Inner)
+        self.end(permit, timed, judge, result)
     }
 
     /// Whether an acquire now would be rejected, without taking a permit, making a
@@ -222,6 +196,44 @@ impl<C: Clock> CircuitBreaker<C> {
     /// ```
     pub fn check(&self) -> Result<(), CircuitOpen> {
         self.engine.check()
+    }
+
+    /// Admits a protected call and starts its clock when the judge or a slow-call rule
+    /// needs the latency.
+    #[inline]
+    fn begin<T, E, J>(&self, judge: &J) -> Result<(Permit<'_, C>, bool), CircuitOpen>
+    where
+        J: Judge<T, E> + ?Sized,
+    {
+        let (generation, kind) = self.engine.acquire()?;
+        let timed = judge.uses_latency() || self.engine.config.measures_latency();
+        let started = if timed {
+            self.engine.clock.now()
+        } else {
+            Nanos::ZERO
+        };
+        Ok((Permit::new(&self.engine, generation, kind, started), timed))
+    }
+
+    /// Judges a protected call's result and records the verdict.
+    #[inline]
+    fn end<T, E, J>(
+        &self,
+        permit: Permit<'_, C>,
+        timed: bool,
+        judge: &J,
+        result: Result<T, E>,
+    ) -> Result<T, CallError<E>>
+    where
+        J: Judge<T, E> + ?Sized,
+    {
+        let latency = if timed {
+            self.engine.clock.now().saturating_sub(permit.started())
+        } else {
+            Nanos::ZERO
+        };
+        permit.finish(judge.judge(&result, latency.as_duration()), latency);
+        result.map_err(CallError::Inner)
     }
 
     /// The stored phase (changes nothing; see [`Snapshot`]).

@@ -58,6 +58,14 @@ impl<'a, C: Clock> Permit<'a, C> {
     }
 }
 
+impl<C: Clock> Permit<'_, C> {
+    /// When the call started, if the permit was timed at admission.
+    #[inline]
+    pub(crate) fn started(&self) -> Nanos {
+        self.started
+    }
+}
+
 impl<C: Clock> OwnedPermit<C> {
     pub(crate) fn new(
         engine: Arc<Engine<C>>,
