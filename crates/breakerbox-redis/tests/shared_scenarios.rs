@@ -90,12 +90,8 @@ on_redis! {
         force_open_for_expiry_sends_the_next_acquire_to_half_open,
         force_open_from_half_open_makes_its_probes_stale,
         disable_admits_everything_and_records_nothing,
-        // engine difference: disable_with_expiry_closes_on_any_operation_after_it and
-        // a_dropped_permit_after_disable_expiry_closes_the_breaker. A Redis passthrough
-        // permit records and releases nothing (no script call: disabled records nothing),
-        // so an outcome or a drop after the disable expiry does not close the breaker: the
-        // snapshot still says (Disabled, 0 stale) where the core says (Closed, 1 stale).
-        // An acquire after the expiry does close it (core_scenarios.rs).
+        disable_with_expiry_closes_on_any_operation_after_it,
+        a_dropped_permit_after_disable_expiry_closes_the_breaker,
         reset_always_starts_a_fresh_closed_generation,
     ]
 }

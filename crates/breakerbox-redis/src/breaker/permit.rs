@@ -119,6 +119,11 @@ impl<C: Clock + Clone> RedisPermit<C> {
             latency,
         };
         let inner = self.inner.clone();
+        if matches!(self.route, Route::Free) && self.disable_expired() {
+            // Rule 1: an outcome after a disable expired closes the breaker, in Redis as
+            // in the model; the script applies the expiry and answers "stale".
+            self.route = Route::Redis;
+        }
         match &mut self.route {
             Route::Free => {}
             Route::Local(permit) => {
@@ -151,15 +156,35 @@ impl<C: Clock + Clone> RedisPermit<C> {
     }
 }
 
+impl<C: Clock + Clone> RedisPermit<C> {
+    /// Whether this is a pass-through permit of a disable whose expiry has passed, as far
+    /// as this node's view knows: its outcome or release must reach Redis to close it.
+    fn disable_expired(&self) -> bool {
+        if self.kind != PermitKind::Passthrough || self.inner.is_down() {
+            return false;
+        }
+        let view = self.inner.view();
+        view.known
+            && view.phase == breakerbox::Phase::Disabled
+            && view.generation == self.generation
+            && !view.holds_at(self.inner.clock.now())
+    }
+}
+
 impl<C: Clock + Clone> Drop for RedisPermit<C> {
     fn drop(&mut self) {
         if self.done {
             return;
         }
+        let expired_passthrough = matches!(self.route, Route::Free) && self.disable_expired();
         if let Route::Redis = self.route {
             if self.kind != PermitKind::Probe || self.inner.is_down() {
                 return;
             }
+        } else if !expired_passthrough {
+            return;
+        }
+        {
             let Ok(handle) = tokio::runtime::Handle::try_current() else {
                 return;
             };
