@@ -280,6 +280,7 @@ async fn run_sequence(
                             kind,
                             verdict,
                             latency: ns(latency_us),
+                            retry_hint: None,
                         },
                         now,
                         config,

@@ -131,7 +131,11 @@ impl<C: Clock + Clone> Middleware for CircuitBreakerMiddleware<C> {
                             let error = reqwest_middleware::Error::Reqwest(error);
                             let judgement =
                                 self.judge.judge_transport(transport_error(&error), latency);
-                            permit.record_with_latency(judgement.verdict, latency);
+                            permit.record_with_retry_hint(
+                                judgement.verdict,
+                                latency,
+                                judgement.retry_after,
+                            );
                             return Err(error);
                         }
                     }
@@ -145,7 +149,7 @@ impl<C: Clock + Clone> Middleware for CircuitBreakerMiddleware<C> {
                     latency,
                     probe,
                 );
-                permit.record_with_latency(judgement.verdict, latency);
+                permit.record_with_retry_hint(judgement.verdict, latency, judgement.retry_after);
                 response.extensions_mut().insert(judgement);
                 Ok(response)
             }
@@ -155,7 +159,11 @@ impl<C: Clock + Clone> Middleware for CircuitBreakerMiddleware<C> {
                     drop(permit);
                 } else {
                     let judgement = self.judge.judge_transport(transport_error(&error), latency);
-                    permit.record_with_latency(judgement.verdict, latency);
+                    permit.record_with_retry_hint(
+                        judgement.verdict,
+                        latency,
+                        judgement.retry_after,
+                    );
                 }
                 Err(error)
             }

@@ -297,6 +297,45 @@ async fn retry_after_is_read_into_the_judgement_when_honoured() {
 }
 
 #[tokio::test]
+async fn an_honoured_retry_after_keeps_the_breaker_open_that_long_within_the_cap() {
+    let server = Server::start().await;
+    server.set_fallback(Reply::status(429).header("retry-after", "120"));
+    let judge = HttpJudge::builder()
+        .honor_retry_after(true)
+        .build()
+        .unwrap();
+    // Recovery 10 s, open phases capped at 5 min: the server's 120 s wins over 10 s.
+    let config = breakerbox::Config::builder()
+        .consecutive_failures(1)
+        .recovery_timeout(Duration::from_secs(10))
+        .backoff(1.0, Duration::from_secs(300))
+        .build()
+        .unwrap();
+    let (h, _clock) = manual(config, judge);
+    let response = h.client.get(server.url("/")).send().await.unwrap();
+    assert_eq!(response.status(), 429);
+    let error = h.client.get(server.url("/")).send().await.unwrap_err();
+    let open = circuit_open(&error).expect("a CircuitOpen rejection");
+    assert_eq!(open.retry_after(), Some(Duration::from_secs(120)));
+
+    // Without the cap above the recovery timeout, the hint cannot lengthen the open phase.
+    let (h, _clock) = manual(
+        trips_after(1),
+        HttpJudge::builder()
+            .honor_retry_after(true)
+            .build()
+            .unwrap(),
+    );
+    h.client.get(server.url("/")).send().await.unwrap();
+    let error = h.client.get(server.url("/")).send().await.unwrap_err();
+    assert_eq!(
+        circuit_open(&error).unwrap().retry_after(),
+        Some(Duration::from_secs(10))
+    );
+    assert_eq!(server.hits(), 2);
+}
+
+#[tokio::test]
 async fn each_host_has_its_own_breaker() {
     let failing = Server::start().await;
     failing.set_fallback(Reply::status(500));

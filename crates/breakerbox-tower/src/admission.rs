@@ -81,6 +81,22 @@ impl<C: Clock + Clone> Admission<C> {
             self.permit.record(verdict);
         }
     }
+
+    /// Records `verdict` with the dependency's retry hint (a judged `Retry-After`), which
+    /// sets how long the breaker stays open if this outcome opens it.
+    pub(crate) fn record_hinted(
+        self,
+        verdict: Verdict,
+        latency: Duration,
+        retry_hint: Option<Duration>,
+    ) {
+        match retry_hint {
+            Some(_) => self
+                .permit
+                .record_with_retry_hint(verdict, latency, retry_hint),
+            None => self.record(verdict, latency),
+        }
+    }
 }
 
 /// Whether `breaker` would reject a call right now, without changing it: open (or forced

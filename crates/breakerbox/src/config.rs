@@ -127,6 +127,39 @@ impl Config {
         Nanos(d.floor() as u64)
     }
 
+    /// The open duration of the `trips`-th consecutive trip when the outcome that opened
+    /// the breaker carried a hint from the dependency (an HTTP `Retry-After`): at least the
+    /// hint, capped at `max_open_duration`; never shorter than [`Config::open_duration`].
+    ///
+    /// ```
+    /// use breakerbox::{Config, Nanos};
+    /// use std::time::Duration;
+    /// let c = Config::builder()
+    ///     .recovery_timeout(Duration::from_secs(10))
+    ///     .backoff(2.0, Duration::from_secs(60))
+    ///     .build()
+    ///     .unwrap();
+    /// let secs = |s: u64| Nanos::from_duration(Duration::from_secs(s));
+    /// assert_eq!(c.open_duration_with_hint(1, 0.0, Some(secs(30))), secs(30));
+    /// assert_eq!(c.open_duration_with_hint(1, 0.0, Some(secs(3))), secs(10));
+    /// assert_eq!(c.open_duration_with_hint(1, 0.0, Some(secs(3600))), secs(60));
+    /// ```
+    pub fn open_duration_with_hint(
+        &self,
+        trips: u32,
+        jitter_sample: f64,
+        retry_hint: Option<Nanos>,
+    ) -> Nanos {
+        let computed = self.open_duration(trips, jitter_sample);
+        match retry_hint {
+            Some(hint) => {
+                let cap = Nanos::from_duration(self.max_open_duration);
+                computed.max(hint.min(cap))
+            }
+            None => computed,
+        }
+    }
+
     /// Whether outcomes need a latency (a slow-call rule is configured).
     pub fn measures_latency(&self) -> bool {
         self.slow_call_threshold.is_some()

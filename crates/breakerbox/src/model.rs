@@ -13,7 +13,7 @@
 //! let mut state = ModelState::new(&config);
 //! let step = state.apply(Operation::Acquire, Nanos(0), &config, 0.0);
 //! let Decision::Admitted { generation, kind } = step.decision else { panic!() };
-//! let outcome = Operation::Outcome { generation, kind, verdict: Verdict::Failure, latency: Nanos(5) };
+//! let outcome = Operation::Outcome { generation, kind, verdict: Verdict::Failure, latency: Nanos(5), retry_hint: None };
 //! let step = state.apply(outcome, Nanos(10), &config, 0.0);
 //! assert_eq!(state.phase, Phase::Open);
 //! assert_eq!(step.transition.unwrap().to, Phase::Open);
@@ -55,6 +55,10 @@ pub enum Operation {
         verdict: Verdict,
         /// How long it took.
         latency: Nanos,
+        /// How long the dependency asked to be left alone (an HTTP `Retry-After`), if it
+        /// did: when this outcome opens the breaker, the open phase lasts at least this
+        /// long, capped at `max_open_duration`.
+        retry_hint: Option<Nanos>,
     },
     /// A permit was dropped without a verdict (e.g. a cancelled future).
     Release {
@@ -237,12 +241,12 @@ impl ModelState {
                 kind,
                 verdict,
                 latency,
+                retry_hint,
             } => self.after_due(now, config, jitter_sample, |s| {
                 s.outcome(
                     generation,
                     kind,
-                    verdict,
-                    latency,
+                    (verdict, latency, retry_hint),
                     now,
                     config,
                     jitter_sample,
@@ -325,13 +329,11 @@ impl ModelState {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn outcome(
         &mut self,
         generation: u64,
         kind: PermitKind,
-        verdict: Verdict,
-        latency: Nanos,
+        (verdict, latency, retry_hint): (Verdict, Nanos, Option<Nanos>),
         now: Nanos,
         config: &Config,
         r: f64,
@@ -356,10 +358,11 @@ impl ModelState {
                 match evaluate_trip(config, self.consecutive_failures, counts) {
                     Some(reason) => Step {
                         decision: Decision::Recorded,
-                        transition: Some(self.reopen(
+                        transition: Some(self.reopen_hinted(
                             now,
                             config,
                             r,
+                            retry_hint,
                             TransitionReason::Tripped(reason),
                         )),
                     },
@@ -377,10 +380,11 @@ impl ModelState {
                     Verdict::Ignore => recorded(Decision::Recorded),
                     Verdict::Failure => Step {
                         decision: Decision::Recorded,
-                        transition: Some(self.reopen(
+                        transition: Some(self.reopen_hinted(
                             now,
                             config,
                             r,
+                            retry_hint,
                             TransitionReason::ProbeFailed,
                         )),
                     },
@@ -448,12 +452,26 @@ impl ModelState {
         r: f64,
         reason: TransitionReason,
     ) -> Transition {
+        self.reopen_hinted(now, config, r, None, reason)
+    }
+
+    /// A re-open whose cool-down lasts at least what the dependency asked for
+    /// ([`Config::open_duration_with_hint`]).
+    fn reopen_hinted(
+        &mut self,
+        now: Nanos,
+        config: &Config,
+        r: f64,
+        retry_hint: Option<Nanos>,
+        reason: TransitionReason,
+    ) -> Transition {
         let from = self.phase;
         self.trips = self.trips.saturating_add(1);
         self.phase = Phase::Open;
         self.generation += 1;
         self.since = now;
-        self.open_until = now.saturating_add(config.open_duration(self.trips, r));
+        self.open_until =
+            now.saturating_add(config.open_duration_with_hint(self.trips, r, retry_hint));
         self.in_flight = 0;
         self.probe_successes = 0;
         self.transition(from, reason)

@@ -135,11 +135,48 @@ macro_rules! permit_methods {
                 self.finish(verdict, Nanos::from_duration(latency))
             }
 
+            /// Records `verdict` for a call that took `latency`, where the dependency asked
+            /// to be left alone for `retry_hint` (an HTTP `Retry-After` on a 429 or 503): if
+            /// this outcome opens the breaker, it stays open at least that long, capped at
+            /// the config's `max_open_duration`.
+            ///
+            /// ```
+            /// use breakerbox::{CircuitBreaker, ManualClock, Verdict};
+            /// use std::time::Duration;
+            ///
+            /// let breaker = CircuitBreaker::builder()
+            ///     .consecutive_failures(1)
+            ///     .recovery_timeout(Duration::from_secs(5))
+            ///     .backoff(2.0, Duration::from_secs(300))
+            ///     .clock(ManualClock::new())
+            ///     .build()
+            ///     .unwrap();
+            /// let permit = breaker.try_acquire().unwrap();
+            /// permit.record_with_retry_hint(Verdict::Failure, Duration::ZERO, Some(Duration::from_secs(120)));
+            /// let open = breaker.try_acquire().unwrap_err();
+            /// assert_eq!(open.retry_after(), Some(Duration::from_secs(120)));
+            /// ```
+            pub fn record_with_retry_hint(
+                mut self,
+                verdict: Verdict,
+                latency: Duration,
+                retry_hint: Option<Duration>,
+            ) {
+                self.done = true;
+                self.engine.record(
+                    self.generation,
+                    self.kind,
+                    verdict,
+                    Nanos::from_duration(latency),
+                    retry_hint.map(Nanos::from_duration),
+                );
+            }
+
             #[inline(always)]
             pub(crate) fn finish(mut self, verdict: Verdict, latency: Nanos) {
                 self.done = true;
                 self.engine
-                    .record(self.generation, self.kind, verdict, latency);
+                    .record(self.generation, self.kind, verdict, latency, None);
             }
         }
 

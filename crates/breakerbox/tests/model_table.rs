@@ -74,6 +74,7 @@ impl Model {
                 kind: held.kind,
                 verdict,
                 latency,
+                retry_hint: None,
             },
             now,
         )

@@ -121,6 +121,8 @@ enum Latency {
     Measured,
     /// `Permit::record_with_latency`.
     Given(Nanos),
+    /// `Permit::record_with_retry_hint`: a given latency and the dependency's retry hint.
+    Hinted(Nanos, Nanos),
 }
 
 #[derive(Copy, Clone, Debug)]
@@ -153,6 +155,7 @@ fn latency() -> impl Strategy<Value = Latency> {
         1 => Just(Latency::Given(SLOW_THRESHOLD)),
         1 => Just(Latency::Given(Nanos(SLOW_THRESHOLD.0 + 1))),
         1 => (0..500 * MS).prop_map(|n| Latency::Given(Nanos(n))),
+        1 => (0..500 * MS, 0..20_000 * MS).prop_map(|(l, h)| Latency::Hinted(Nanos(l), Nanos(h))),
     ]
 }
 
@@ -365,7 +368,11 @@ fn run(case: &Case) -> Result<(), TestCaseError> {
                         now.saturating_sub(h.acquired_at)
                     }
                     Latency::Measured => Nanos::ZERO,
-                    Latency::Given(latency) => latency,
+                    Latency::Given(latency) | Latency::Hinted(latency, _) => latency,
+                };
+                let retry_hint = match latency {
+                    Latency::Hinted(_, hint) => Some(hint),
+                    _ => None,
                 };
                 let step = apply(
                     &mut model,
@@ -374,6 +381,7 @@ fn run(case: &Case) -> Result<(), TestCaseError> {
                         kind: h.kind,
                         verdict,
                         latency: latency_nanos,
+                        retry_hint,
                     },
                 );
                 expected_transition = step.transition;
@@ -385,6 +393,11 @@ fn run(case: &Case) -> Result<(), TestCaseError> {
                     Latency::Given(latency) => {
                         h.permit.record_with_latency(verdict, latency.as_duration())
                     }
+                    Latency::Hinted(latency, hint) => h.permit.record_with_retry_hint(
+                        verdict,
+                        latency.as_duration(),
+                        Some(hint.as_duration()),
+                    ),
                 }
             }
             Op::Drop { pick } => {

@@ -198,7 +198,9 @@ impl Proxy {
             Err(_) => {
                 let latency = self.clock.now().saturating_sub(started).as_duration();
                 let j = judge.judge_transport(TransportError::Timeout, latency);
-                ticket.record(j.verdict, latency).await;
+                ticket
+                    .record_hinted(j.verdict, latency, j.retry_after)
+                    .await;
                 if let Some(s) = stats {
                     s.upstream_error(UpstreamError::Timeout);
                 }
@@ -219,7 +221,9 @@ impl Proxy {
                     SendError::Http(_) => (UpstreamError::Other, TransportError::Other),
                 };
                 let j = judge.judge_transport(transport, latency);
-                ticket.record(j.verdict, latency).await;
+                ticket
+                    .record_hinted(j.verdict, latency, j.retry_after)
+                    .await;
                 if let Some(s) = stats {
                     s.upstream_error(kind);
                 }
@@ -249,7 +253,9 @@ impl Proxy {
                     latency,
                     probe,
                 );
-                ticket.record(j.verdict, latency).await;
+                ticket
+                    .record_hinted(j.verdict, latency, j.retry_after)
+                    .await;
                 strip_hop_by_hop(&mut parts.headers);
                 (j.verdict, Response::from_parts(parts, body))
             }

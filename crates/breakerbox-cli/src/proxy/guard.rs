@@ -142,11 +142,17 @@ impl Ticket {
         }
     }
 
-    /// Records the verdict.
-    #[inline]
-    pub async fn record(self, verdict: Verdict, latency: Duration) {
+    /// Records `verdict` with the upstream's retry hint (a judged `Retry-After`): an
+    /// in-memory breaker opened by this outcome stays open at least that long. The shared
+    /// (Redis) engine takes no hints yet.
+    pub async fn record_hinted(
+        self,
+        verdict: Verdict,
+        latency: Duration,
+        retry_hint: Option<Duration>,
+    ) {
         match self {
-            Ticket::Local(p) => p.record_with_latency(verdict, latency),
+            Ticket::Local(p) => p.record_with_retry_hint(verdict, latency, retry_hint),
             Ticket::Shared(p) => p.record_with_latency(verdict, latency).await,
         }
     }

@@ -222,6 +222,7 @@ impl Replayer {
                 kind,
                 verdict: p.verdict,
                 latency: p.latency,
+                retry_hint: None,
             },
             p.at,
             &self.config,

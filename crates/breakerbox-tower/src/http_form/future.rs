@@ -30,7 +30,8 @@ impl<C: Clock + Clone> Ticket<C> {
     fn settle(self, judge_with: impl FnOnce(&Http, std::time::Duration, bool) -> Judgement) {
         let latency = self.admission.latency();
         let judgement = judge_with(&self.http, latency, self.admission.is_probe());
-        self.admission.record(judgement.verdict, latency);
+        self.admission
+            .record_hinted(judgement.verdict, latency, judgement.retry_after);
     }
 }
 

@@ -248,16 +248,23 @@ impl<C: Clock> Engine<C> {
         kind: PermitKind,
         verdict: Verdict,
         latency: Nanos,
+        retry_hint: Option<Nanos>,
     ) {
         match kind {
-            PermitKind::Normal => self.record_closed(generation, verdict, latency),
-            PermitKind::Probe => self.record_probe(generation, verdict, latency),
+            PermitKind::Normal => self.record_closed(generation, verdict, latency, retry_hint),
+            PermitKind::Probe => self.record_probe(generation, verdict, latency, retry_hint),
             PermitKind::Passthrough => self.release(generation, kind),
         }
     }
 
     #[inline(always)]
-    fn record_closed(&self, generation: u64, verdict: Verdict, latency: Nanos) {
+    fn record_closed(
+        &self,
+        generation: u64,
+        verdict: Verdict,
+        latency: Nanos,
+        retry_hint: Option<Nanos>,
+    ) {
         let w = self.load();
         if w.generation() != generation || w.phase() != Phase::Closed {
             return self.stale_after_settling(w, generation);
@@ -290,7 +297,7 @@ impl<C: Clock> Engine<C> {
                 streak,
                 counts.unwrap_or(WindowCounts::default()),
             ) {
-                self.trip(generation, reason);
+                self.trip(generation, reason, retry_hint);
             }
         }
     }
@@ -304,7 +311,7 @@ impl<C: Clock> Engine<C> {
     }
 
     #[cold]
-    fn trip(&self, generation: u64, reason: TripReason) {
+    fn trip(&self, generation: u64, reason: TripReason, retry_hint: Option<Nanos>) {
         let now = self.clock.now();
         let mut pending: Pending = None;
         {
@@ -316,6 +323,7 @@ impl<C: Clock> Engine<C> {
                     w,
                     now,
                     crate::model::TransitionReason::Tripped(reason),
+                    retry_hint,
                     &mut pending,
                 );
             }
@@ -323,7 +331,13 @@ impl<C: Clock> Engine<C> {
         self.announce(pending);
     }
 
-    fn record_probe(&self, generation: u64, verdict: Verdict, latency: Nanos) {
+    fn record_probe(
+        &self,
+        generation: u64,
+        verdict: Verdict,
+        latency: Nanos,
+        retry_hint: Option<Nanos>,
+    ) {
         let now = self.clock.now();
         let mut w = self.settle(self.load(), now);
         if w.generation() != generation {
@@ -338,14 +352,14 @@ impl<C: Clock> Engine<C> {
         };
         match verdict {
             Verdict::Ignore => self.free_slot(w, generation),
-            Verdict::Failure => self.locked_probe_end(generation, now, false),
+            Verdict::Failure => self.locked_probe_end(generation, now, Err(retry_hint)),
             Verdict::Success => loop {
                 if w.generation() != generation {
                     return self.stale(generation);
                 }
                 let successes = w.probe_successes() + 1;
                 if successes >= self.config.required_successes {
-                    return self.locked_probe_end(generation, now, true);
+                    return self.locked_probe_end(generation, now, Ok(()));
                 }
                 let next = w
                     .with_in_flight(w.in_flight().saturating_sub(1))
@@ -363,15 +377,15 @@ impl<C: Clock> Engine<C> {
         }
     }
 
-    /// A probe's result that changes the phase: close on the last required success, re-open
-    /// on a failure.
-    fn locked_probe_end(&self, generation: u64, now: Nanos, success: bool) {
+    /// A probe's result that changes the phase: close on the last required success
+    /// (`Ok`), re-open on a failure (`Err`, with the dependency's retry hint if any).
+    fn locked_probe_end(&self, generation: u64, now: Nanos, result: Result<(), Option<Nanos>>) {
         let mut pending: Pending = None;
         let current = {
             let mut cold = lock(&self.cold);
             let w = self.settle_locked(&mut cold, now, &mut pending);
             let current = w.generation() == generation && w.phase() == Phase::HalfOpen;
-            if current && success {
+            if current && result.is_ok() {
                 self.enter_closed_locked(
                     &mut cold,
                     w,
@@ -380,12 +394,13 @@ impl<C: Clock> Engine<C> {
                     &mut pending,
                 );
                 cold.trips = 0;
-            } else if current {
+            } else if let (true, Err(retry_hint)) = (current, result) {
                 self.reopen_locked(
                     &mut cold,
                     w,
                     now,
                     crate::model::TransitionReason::ProbeFailed,
+                    retry_hint,
                     &mut pending,
                 );
             }

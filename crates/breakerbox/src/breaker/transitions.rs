@@ -13,9 +13,15 @@ impl<C: Clock> Engine<C> {
     pub(super) fn settle_locked(&self, cold: &mut Cold, now: Nanos, pending: &mut Pending) -> Word {
         let w = self.load();
         match w.phase() {
-            Phase::HalfOpen if now.as_u64() >= self.deadline.load(Ordering::Acquire) => {
-                self.reopen_locked(cold, w, now, TransitionReason::HalfOpenTimedOut, pending)
-            }
+            Phase::HalfOpen if now.as_u64() >= self.deadline.load(Ordering::Acquire) => self
+                .reopen_locked(
+                    cold,
+                    w,
+                    now,
+                    TransitionReason::HalfOpenTimedOut,
+                    None,
+                    pending,
+                ),
             Phase::Disabled if now.as_u64() >= self.until.load(Ordering::Acquire) => {
                 let w = self.enter_closed_locked(
                     cold,
@@ -38,6 +44,7 @@ impl<C: Clock> Engine<C> {
         w: Word,
         now: Nanos,
         reason: TransitionReason,
+        retry_hint: Option<Nanos>,
         pending: &mut Pending,
     ) -> Word {
         cold.trips = cold.trips.saturating_add(1);
@@ -45,7 +52,9 @@ impl<C: Clock> Engine<C> {
             Some(source) if self.config.jitter > 0.0 => source.sample(),
             _ => 0.0,
         };
-        let open_for = self.config.open_duration(cold.trips, sample);
+        let open_for = self
+            .config
+            .open_duration_with_hint(cold.trips, sample, retry_hint);
         // Rejections compare against the coarse clock, which may lag `now` by a tick;
         // counting the open phase from the earlier of the two keeps every `retry_after`
         // within the open duration.

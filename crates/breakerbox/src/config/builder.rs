@@ -98,6 +98,9 @@ impl ConfigBuilder {
     }
 
     /// Each consecutive re-trip multiplies the open duration by `multiplier`, up to `max`.
+    /// `max` also caps a dependency's retry hint (`Permit::record_with_retry_hint`, an HTTP
+    /// `Retry-After`): `backoff(1.0, Duration::from_secs(600))` keeps a fixed recovery
+    /// timeout but lets a server ask for up to ten minutes.
     pub fn backoff(mut self, multiplier: f64, max: Duration) -> Self {
         self.backoff = Some((multiplier, max));
         self
