@@ -2,7 +2,7 @@
 
 use breakerbox::config::WindowKind;
 use breakerbox::model::Transition;
-use breakerbox::model::{PermitKind, TransitionReason, TripReason, WindowCounts};
+use breakerbox::model::{PermitKind, TransitionReason, WindowCounts};
 use breakerbox::{Config, Phase};
 use redis::Value;
 
@@ -164,14 +164,11 @@ fn text(values: &[Value], i: usize) -> Result<String, ParseError> {
 }
 
 fn phase(values: &[Value], i: usize) -> Result<Phase, ParseError> {
-    Ok(match int(values, i)? {
-        0 => Phase::Closed,
-        1 => Phase::Open,
-        2 => Phase::HalfOpen,
-        3 => Phase::ForcedOpen,
-        4 => Phase::Disabled,
-        n => return Err(ParseError::Protocol(format!("phase code {n}"))),
-    })
+    let code = int(values, i)?;
+    usize::try_from(code)
+        .ok()
+        .and_then(Phase::from_index)
+        .ok_or_else(|| ParseError::Protocol(format!("phase code {code}")))
 }
 
 fn kind(code: i64) -> Result<PermitKind, ParseError> {
@@ -194,20 +191,7 @@ pub(crate) fn kind_code(kind: PermitKind) -> u8 {
 
 /// Parses a transition reason as `TransitionReason::as_str` spells it.
 pub fn reason_from_str(name: &str) -> Option<TransitionReason> {
-    Some(match name {
-        "consecutive_failures" => TransitionReason::Tripped(TripReason::ConsecutiveFailures),
-        "failure_rate" => TransitionReason::Tripped(TripReason::FailureRate),
-        "slow_call_rate" => TransitionReason::Tripped(TripReason::SlowCallRate),
-        "cooldown_elapsed" => TransitionReason::CooldownElapsed,
-        "probe_failed" => TransitionReason::ProbeFailed,
-        "half_open_timed_out" => TransitionReason::HalfOpenTimedOut,
-        "probes_succeeded" => TransitionReason::ProbesSucceeded,
-        "override_expired" => TransitionReason::OverrideExpired,
-        "forced_open" => TransitionReason::ForcedOpen,
-        "disabled" => TransitionReason::Disabled,
-        "reset" => TransitionReason::Reset,
-        _ => return None,
-    })
+    TransitionReason::from_name(name)
 }
 
 /// Parses a script reply (see `answer` in `lua/common.lua`).

@@ -144,6 +144,31 @@ impl TransitionReason {
             TransitionReason::Reset => "reset",
         }
     }
+
+    /// Parses [`TransitionReason::as_str`]'s names (e.g. from another engine's replies).
+    ///
+    /// ```
+    /// use breakerbox::model::TransitionReason;
+    /// let reason = TransitionReason::ProbeFailed;
+    /// assert_eq!(TransitionReason::from_name(reason.as_str()), Some(reason));
+    /// assert_eq!(TransitionReason::from_name("bogus"), None);
+    /// ```
+    pub fn from_name(name: &str) -> Option<TransitionReason> {
+        Some(match name {
+            "consecutive_failures" => TransitionReason::Tripped(TripReason::ConsecutiveFailures),
+            "failure_rate" => TransitionReason::Tripped(TripReason::FailureRate),
+            "slow_call_rate" => TransitionReason::Tripped(TripReason::SlowCallRate),
+            "cooldown_elapsed" => TransitionReason::CooldownElapsed,
+            "probe_failed" => TransitionReason::ProbeFailed,
+            "half_open_timed_out" => TransitionReason::HalfOpenTimedOut,
+            "probes_succeeded" => TransitionReason::ProbesSucceeded,
+            "override_expired" => TransitionReason::OverrideExpired,
+            "forced_open" => TransitionReason::ForcedOpen,
+            "disabled" => TransitionReason::Disabled,
+            "reset" => TransitionReason::Reset,
+            _ => return None,
+        })
+    }
 }
 
 /// A phase change.

@@ -49,7 +49,26 @@ impl Phase {
         matches!(self, Phase::Closed | Phase::HalfOpen | Phase::Disabled)
     }
 
-    pub(crate) const fn code(self) -> u64 {
+    /// Every phase, in the order of [`Phase::index`].
+    pub const ALL: [Phase; 5] = [
+        Phase::Closed,
+        Phase::Open,
+        Phase::HalfOpen,
+        Phase::ForcedOpen,
+        Phase::Disabled,
+    ];
+
+    /// A stable small number for this phase (its position in [`Phase::ALL`]), for arrays
+    /// indexed by phase and for packing a phase into a few bits.
+    ///
+    /// ```
+    /// use breakerbox::Phase;
+    /// for phase in Phase::ALL {
+    ///     assert_eq!(Phase::from_index(phase.index()), Some(phase));
+    /// }
+    /// assert_eq!(Phase::from_index(5), None);
+    /// ```
+    pub const fn index(self) -> usize {
         match self {
             Phase::Closed => 0,
             Phase::Open => 1,
@@ -59,13 +78,12 @@ impl Phase {
         }
     }
 
-    pub(crate) const fn from_code(code: u64) -> Phase {
-        match code {
-            0 => Phase::Closed,
-            1 => Phase::Open,
-            2 => Phase::HalfOpen,
-            3 => Phase::ForcedOpen,
-            _ => Phase::Disabled,
+    /// The phase at `index` in [`Phase::ALL`], if any.
+    pub const fn from_index(index: usize) -> Option<Phase> {
+        if index < Phase::ALL.len() {
+            Some(Phase::ALL[index])
+        } else {
+            None
         }
     }
 }

@@ -198,14 +198,6 @@ impl Listener for Recorder {
     }
 }
 
-const PHASES: [Phase; 5] = [
-    Phase::Closed,
-    Phase::Open,
-    Phase::HalfOpen,
-    Phase::ForcedOpen,
-    Phase::Disabled,
-];
-
 /// The Prometheus text exposition of every breaker: `(name, phase as seen here)`.
 pub fn render(recorder: &Recorder, breakers: &[(&str, Phase)]) -> String {
     let mut out = String::with_capacity(2048);
@@ -214,7 +206,7 @@ pub fn render(recorder: &Recorder, breakers: &[(&str, Phase)]) -> String {
         "# HELP breakerbox_state 1 for the phase each breaker is in, 0 for the others.\n# TYPE breakerbox_state gauge"
     );
     for (name, phase) in breakers {
-        for p in PHASES {
+        for p in Phase::ALL {
             let v = u8::from(p == *phase);
             let _ = writeln!(
                 out,

@@ -276,7 +276,7 @@ impl Replayer {
 
     fn leave_phase(&mut self, at: Nanos) {
         let spent = at.saturating_sub(self.phase_since).as_u64();
-        self.time_in[phase_index(self.phase)] += spent;
+        self.time_in[self.phase.index()] += spent;
         self.phase_since = at;
     }
 
@@ -286,23 +286,13 @@ impl Replayer {
         let end = self.end.max(self.now);
         self.leave_phase(end);
         let ms = |n: u64| n as f64 / 1e6;
-        self.stats.time_open_ms = ms(self.time_in[phase_index(Phase::Open)]);
-        self.stats.time_half_open_ms = ms(self.time_in[phase_index(Phase::HalfOpen)]);
+        self.stats.time_open_ms = ms(self.time_in[Phase::Open.index()]);
+        self.stats.time_half_open_ms = ms(self.time_in[Phase::HalfOpen.index()]);
         self.stats.span_ms = ms(end.as_u64());
         if let Some(tl) = &mut self.timeline {
             tl.end(end);
         }
         (self.stats, self.timeline)
-    }
-}
-
-fn phase_index(phase: Phase) -> usize {
-    match phase {
-        Phase::Closed => 0,
-        Phase::Open => 1,
-        Phase::HalfOpen => 2,
-        Phase::ForcedOpen => 3,
-        Phase::Disabled => 4,
     }
 }
 

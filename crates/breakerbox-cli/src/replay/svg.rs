@@ -17,14 +17,6 @@ const RATE_TOP: f64 = 100.0;
 const RATE_HEIGHT: f64 = 200.0;
 const HEIGHT: f64 = RATE_TOP + RATE_HEIGHT + 60.0;
 
-const PHASES: [Phase; 5] = [
-    Phase::Closed,
-    Phase::Open,
-    Phase::HalfOpen,
-    Phase::ForcedOpen,
-    Phase::Disabled,
-];
-
 fn color(phase: Phase) -> &'static str {
     match phase {
         Phase::Closed => "#2e7d32",
@@ -33,10 +25,6 @@ fn color(phase: Phase) -> &'static str {
         Phase::ForcedOpen => "#6a1b9a",
         Phase::Disabled => "#757575",
     }
-}
-
-fn index(phase: Phase) -> usize {
-    PHASES.iter().position(|p| *p == phase).unwrap_or(0)
 }
 
 /// Renders the chart of a replay titled `title`.
@@ -74,7 +62,7 @@ pub fn render(timeline: &Timeline, title: &str) -> String {
                 (((col + 1) as f64 * per_column) as u64).max(t + 1)
             };
             let until = to.min(col_end);
-            share[col][index(*phase)] += until - t;
+            share[col][phase.index()] += until - t;
             t = until;
         }
     }
@@ -85,8 +73,8 @@ pub fn render(timeline: &Timeline, title: &str) -> String {
             r#"<rect x="{:.1}" y="{BAND_TOP}" width="{:.1}" height="{BAND_HEIGHT}" fill="{}"><title>{}</title></rect>"#,
             LEFT + start as f64,
             (stop - start) as f64,
-            color(PHASES[p]),
-            PHASES[p]
+            color(Phase::ALL[p]),
+            Phase::ALL[p]
         );
     };
     for (col, s) in share.iter().enumerate() {
@@ -175,7 +163,7 @@ pub fn render(timeline: &Timeline, title: &str) -> String {
     // Legend.
     let legend_y = HEIGHT - 14.0;
     let mut lx = LEFT;
-    for phase in PHASES {
+    for phase in Phase::ALL {
         let _ = writeln!(
             out,
             r#"<rect x="{lx}" y="{}" width="12" height="12" fill="{}"/><text x="{}" y="{legend_y}">{}</text>"#,

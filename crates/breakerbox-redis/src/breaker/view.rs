@@ -77,26 +77,6 @@ pub(crate) struct ViewCell {
     writer: Mutex<()>,
 }
 
-fn phase_code(phase: Phase) -> u64 {
-    match phase {
-        Phase::Closed => 0,
-        Phase::Open => 1,
-        Phase::HalfOpen => 2,
-        Phase::ForcedOpen => 3,
-        Phase::Disabled => 4,
-    }
-}
-
-fn phase_from(code: u64) -> Phase {
-    match code {
-        0 => Phase::Closed,
-        1 => Phase::Open,
-        2 => Phase::HalfOpen,
-        3 => Phase::ForcedOpen,
-        _ => Phase::Disabled,
-    }
-}
-
 impl ViewCell {
     /// A cell holding [`View::UNKNOWN`].
     pub(crate) fn new() -> ViewCell {
@@ -123,7 +103,8 @@ impl ViewCell {
                 fence(Ordering::Acquire);
                 if self.seq.load(Ordering::Relaxed) == s1 {
                     return View {
-                        phase: phase_from(word & 0b111),
+                        phase: Phase::from_index((word & 0b111) as usize)
+                            .unwrap_or(Phase::Disabled),
                         generation: word >> 4,
                         until: (until != u64::MAX).then_some(Nanos(until)),
                         known: word & 0b1000 != 0,
@@ -139,7 +120,8 @@ impl ViewCell {
     pub(crate) fn update(&self, f: impl FnOnce(&View) -> View) {
         let _writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         let next = f(&self.load());
-        let word = (next.generation << 4) | (u64::from(next.known) << 3) | phase_code(next.phase);
+        let word =
+            (next.generation << 4) | (u64::from(next.known) << 3) | next.phase.index() as u64;
         let s = self.seq.load(Ordering::Relaxed);
         self.seq.store(s.wrapping_add(1), Ordering::Relaxed);
         fence(Ordering::Release);
@@ -161,7 +143,7 @@ mod tests {
 
     fn view_of(generation: u64) -> View {
         View {
-            phase: phase_from(generation % 5),
+            phase: Phase::ALL[(generation % 5) as usize],
             generation,
             until: (generation % 3 != 0).then_some(Nanos(generation * 1_000)),
             known: true,

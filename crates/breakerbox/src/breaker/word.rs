@@ -22,11 +22,11 @@ pub(crate) struct Word(pub(crate) u64);
 
 impl Word {
     pub(crate) fn new(phase: Phase, generation: u64) -> Word {
-        Word(phase.code() | ((generation & GEN_MASK) << GEN_SHIFT))
+        Word(phase.index() as u64 | ((generation & GEN_MASK) << GEN_SHIFT))
     }
 
     pub(crate) fn phase(self) -> Phase {
-        Phase::from_code(self.0 & PHASE_MASK)
+        Phase::from_index((self.0 & PHASE_MASK) as usize).unwrap_or(Phase::Disabled)
     }
 
     pub(crate) fn generation(self) -> u64 {
