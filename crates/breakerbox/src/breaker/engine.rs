@@ -161,24 +161,39 @@ impl<C: Clock> Engine<C> {
         }
     }
 
-    fn acquire_probe(&self, mut w: Word, now: Nanos) -> Result<(u64, PermitKind), CircuitOpen> {
+    fn acquire_probe(&self, w: Word, now: Nanos) -> Result<(u64, PermitKind), CircuitOpen> {
+        if w.phase() != Phase::HalfOpen {
+            return self.acquire();
+        }
+        let deadline = self.deadline.load(Ordering::Acquire);
+        if now.as_u64() >= deadline {
+            return self.acquire_slow(now);
+        }
+        match self.reserve_probe(w) {
+            Ok(generation) => Ok((generation, PermitKind::Probe)),
+            // The word moved to another phase meanwhile: decide afresh.
+            Err(current) if current.generation() != w.generation() => self.acquire(),
+            Err(_) => Err(self.rejected(Phase::HalfOpen, Some(Nanos(deadline - now.as_u64())))),
+        }
+    }
+
+    /// Takes a probe slot in the half-open phase of `w`'s generation by compare-and-swap.
+    /// `Err` carries the current word when every slot is taken or the phase has moved on.
+    fn reserve_probe(&self, mut w: Word) -> Result<u64, Word> {
+        let generation = w.generation();
         loop {
-            if w.phase() != Phase::HalfOpen {
-                return self.acquire();
-            }
-            let deadline = self.deadline.load(Ordering::Acquire);
-            if now.as_u64() >= deadline {
-                return self.acquire_slow(now);
-            }
-            if w.in_flight() >= self.config.max_probes {
-                return Err(self.rejected(Phase::HalfOpen, Some(Nanos(deadline - now.as_u64()))));
+            if w.phase() != Phase::HalfOpen
+                || w.generation() != generation
+                || w.in_flight() >= self.config.max_probes
+            {
+                return Err(w);
             }
             let next = w.with_in_flight(w.in_flight() + 1);
             match self
                 .word
                 .compare_exchange_weak(w.0, next.0, Ordering::AcqRel, Ordering::Acquire)
             {
-                Ok(_) => return Ok((w.generation(), PermitKind::Probe)),
+                Ok(_) => return Ok(generation),
                 Err(actual) => w = Word(actual),
             }
         }
@@ -205,23 +220,11 @@ impl<C: Clock> Engine<C> {
                     }
                 }
                 Phase::HalfOpen => {
+                    // Under the lock the generation cannot move, so `Err` means full.
                     let deadline = Nanos(self.deadline.load(Ordering::Acquire));
-                    let mut w = w;
-                    loop {
-                        if w.in_flight() >= self.config.max_probes {
-                            break Err((Phase::HalfOpen, Some(deadline.saturating_sub(now))));
-                        }
-                        let next = w.with_in_flight(w.in_flight() + 1);
-                        match self.word.compare_exchange(
-                            w.0,
-                            next.0,
-                            Ordering::AcqRel,
-                            Ordering::Acquire,
-                        ) {
-                            Ok(_) => break Ok((w.generation(), PermitKind::Probe)),
-                            Err(actual) => w = Word(actual),
-                        }
-                    }
+                    self.reserve_probe(w)
+                        .map(|generation| (generation, PermitKind::Probe))
+                        .map_err(|_| (Phase::HalfOpen, Some(deadline.saturating_sub(now))))
                 }
             }
         };
