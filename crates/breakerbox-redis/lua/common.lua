@@ -11,8 +11,15 @@
 -- ARGV[3]  jitter sample r in [0, 1), used if this operation opens the breaker
 -- ARGV[4]  the config, comma separated (see parse_config)
 -- ARGV[5]  the pub/sub channel transitions are published on ("" for none), as
---          "phase,generation,remaining_us,now_us" (remaining -1: never)
+--          "phase,generation,remaining_us,now_us,version,incarnation" (remaining -1:
+--          never). Nodes treat a message as a hint to re-read the hash, never as state.
 -- ARGV[6..] the operation's own arguments
+--
+-- Every write bumps `ver`, a version that only grows within an incarnation `inc` (set
+-- when the hash is created): views order news by (inc, ver), never by Redis time, which
+-- can step back. Half-open probe slots are leases (`leases`: "token:deadline_us,..."):
+-- a slot whose lease deadline passed is reclaimed by the next operation, so a reservation
+-- whose caller timed out, crashed or lost its outcome cannot wedge the half-open phase.
 
 local CLOSED, OPEN, HALF, FORCED, DISABLED = 0, 1, 2, 3, 4
 local NORMAL, PROBE, PASS = 0, 1, 2
@@ -49,8 +56,9 @@ local function now_us()
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
--- cf, wk, wsize, wwidth, wbuckets, fppm, sppm, minc, slow, rec, mult, maxo, jit, maxp, reqs, hot
--- cf/fppm/sppm 0 = rule absent; slow -1 = no threshold; wk is n (none), c (count) or t (time).
+-- cf, wk, wsize, wwidth, wbuckets, fppm, sppm, minc, slow, rec, mult, maxo, jit, maxp, reqs, hot,
+-- lease. cf/fppm/sppm 0 = rule absent; slow -1 = no threshold; wk is n (none), c (count)
+-- or t (time); lease is a probe slot's lease in microseconds.
 local function parse_config(s)
   local f = {}
   for part in string.gmatch(s, '([^,]+)') do f[#f + 1] = part end
@@ -60,6 +68,7 @@ local function parse_config(s)
     minc = tonumber(f[8]), slow = tonumber(f[9]), rec = tonumber(f[10]),
     mult = tonumber(f[11]), maxo = tonumber(f[12]), jit = tonumber(f[13]),
     maxp = tonumber(f[14]), reqs = tonumber(f[15]), hot = tonumber(f[16]),
+    lease = tonumber(f[17]) or 2000000,
   }
   c.wsig = c.wk .. ':' .. f[3] .. ':' .. f[4] .. ':' .. f[5]
   return c
@@ -89,16 +98,49 @@ local function open_duration(trips, r)
   return math.floor(d)
 end
 
+-- Config::open_duration_with_hint: at least the dependency's hint (-1: none), capped.
+local function open_duration_hinted(trips, r, hint)
+  local d = open_duration(trips, r)
+  if hint ~= nil and hint >= 0 then
+    local h = hint
+    if h > C.maxo then h = C.maxo end
+    if h > d then d = h end
+  end
+  return d
+end
+
 -- ---------------------------------------------------------------------------------------
 -- Loading and validating the state.
 
+local FORMAT = '2'
 local FIELDS = { 'v', 'phase', 'gen', 'since', 'until', 'trips', 'inflight', 'psucc',
-  'streak', 'rpos', 'rlen', 'cc', 'cf', 'cs', 'we', 'exp', 'wsig' }
+  'streak', 'rpos', 'rlen', 'cc', 'cf', 'cs', 'we', 'exp', 'ver', 'inc', 'wsig', 'leases' }
 
 local function fresh()
   return { phase = CLOSED, gen = 0, since = 0, till = 0, trips = 0, inflight = 0,
     psucc = 0, streak = 0, rpos = 0, rlen = 0, cc = 0, cf = 0, cs = 0, we = 0, exp = -1,
-    wsig = C.wsig, exists = false }
+    ver = 0, inc = 0, wsig = C.wsig, leases = {}, exists = false }
+end
+
+-- "token:deadline,..." -> { {tok = "token", dl = deadline}, ... }, or nil if malformed.
+local function parse_leases(raw)
+  local out = {}
+  if raw == false or raw == '' then return out end
+  if type(raw) ~= 'string' or string.len(raw) > 8192 then return nil end
+  for part in string.gmatch(raw, '([^,]*)') do
+    if part ~= '' then
+      local tok, dl = string.match(part, '^(%d+):(%d+)$')
+      if tok == nil or string.len(tok) > 20 or string.len(dl) > 16 then return nil end
+      out[#out + 1] = { tok = tok, dl = tonumber(dl) }
+    end
+  end
+  return out
+end
+
+local function encode_leases(leases)
+  local parts = {}
+  for i, l in ipairs(leases) do parts[i] = l.tok .. ':' .. string.format('%d', l.dl) end
+  return table.concat(parts, ',')
 end
 
 local function nonneg(v)
@@ -125,10 +167,12 @@ local function load()
     if all_absent and redis.call('EXISTS', KEY) == 0 then return fresh() end
     return nil, 'field v is missing (a foreign hash?)'
   end
-  if v[1] ~= '1' then return nil, 'field v is ' .. tostring(v[1]) .. ', not 1' end
+  if v[1] ~= FORMAT then
+    return nil, 'field v is ' .. tostring(v[1]) .. ', not ' .. FORMAT
+  end
   local S = { exists = true }
   local names = { 'phase', 'gen', 'since', 'till', 'trips', 'inflight', 'psucc', 'streak',
-    'rpos', 'rlen', 'cc', 'cf', 'cs', 'we', 'exp' }
+    'rpos', 'rlen', 'cc', 'cf', 'cs', 'we', 'exp', 'ver', 'inc' }
   for i, name in ipairs(names) do
     local raw = v[i + 1]
     local n = nonneg(raw)
@@ -138,7 +182,13 @@ local function load()
     end
     S[name] = n
   end
-  S.wsig = v[#FIELDS]
+  S.wsig = v[#FIELDS - 1]
+  if type(S.wsig) ~= 'string' then return nil, 'field wsig is missing' end
+  S.leases = parse_leases(v[#FIELDS])
+  if S.leases == nil then return nil, 'field leases is ' .. tostring(v[#FIELDS]) end
+  if #S.leases ~= S.inflight then
+    return nil, 'field inflight is ' .. S.inflight .. ' for ' .. #S.leases .. ' leases'
+  end
   if S.phase > DISABLED then return nil, 'field phase is ' .. v[2] end
   if S.wsig ~= C.wsig then
     -- The window's shape changed: start an empty window of the new shape.
@@ -285,15 +335,20 @@ local function transition(S, from, reason)
   return true
 end
 
-local function reopen(S, now, reason)
+local function clear_probes(S)
+  S.inflight = 0
+  S.psucc = 0
+  S.leases = {}
+end
+
+local function reopen(S, now, reason, hint)
   local from = S.phase
   S.trips = S.trips + 1
   S.phase = OPEN
   S.gen = S.gen + 1
   S.since = now
-  S.till = now + open_duration(S.trips, R)
-  S.inflight = 0
-  S.psucc = 0
+  S.till = now + open_duration_hinted(S.trips, R, hint)
+  clear_probes(S)
   return transition(S, from, reason)
 end
 
@@ -302,51 +357,82 @@ local function enter_closed(S, now)
   S.gen = S.gen + 1
   S.since = now
   S.till = 0
-  S.inflight = 0
-  S.psucc = 0
+  clear_probes(S)
   S.streak = 0
   window_reset(S)
 end
 
--- Rule 1: a timed-out half-open re-opens, an expired `disable` closes.
-local function apply_due(S, now)
-  if S.phase == HALF and math.max(0, now - S.since) >= C.hot then
-    return reopen(S, now, 'half_open_timed_out')
-  elseif S.phase == DISABLED and now >= S.till then
-    enter_closed(S, now)
-    S.trips = 0
-    return transition(S, DISABLED, 'override_expired')
+-- Probe leases: a slot whose lease deadline is not after `now` is free again.
+local function purge_leases(S, now)
+  if #S.leases == 0 then return end
+  local kept = {}
+  for _, l in ipairs(S.leases) do
+    if l.dl > now then kept[#kept + 1] = l end
+  end
+  if #kept ~= #S.leases then
+    S.leases = kept
+    S.inflight = #kept
+    S.dirty = true
+  end
+end
+
+-- Takes the lease of `tok` (true), or finds none (false: expired, reclaimed or foreign).
+local function take_lease(S, tok)
+  for i, l in ipairs(S.leases) do
+    if l.tok == tok then
+      table.remove(S.leases, i)
+      S.inflight = #S.leases
+      return true
+    end
   end
   return false
 end
 
-local function acquire(S, now)
+-- Rule 1: a timed-out half-open re-opens, an expired `disable` closes; then expired probe
+-- leases free their slots.
+local function apply_due(S, now)
+  local moved = false
+  if S.phase == HALF and math.max(0, now - S.since) >= C.hot then
+    moved = reopen(S, now, 'half_open_timed_out')
+  elseif S.phase == DISABLED and now >= S.till then
+    enter_closed(S, now)
+    S.trips = 0
+    moved = transition(S, DISABLED, 'override_expired')
+  end
+  purge_leases(S, now)
+  return moved
+end
+
+-- `tok` names the probe lease if this acquire takes a half-open slot.
+local function acquire(S, now, tok)
   if (S.phase == OPEN or S.phase == FORCED) and now >= S.till then
     local from = S.phase
     S.phase = HALF
     S.gen = S.gen + 1
     S.since = now
-    S.inflight = 0
-    S.psucc = 0
+    clear_probes(S)
     S.till = 0
     transition(S, from, 'cooldown_elapsed')
   end
-  if S.phase == CLOSED then return { 'admit', S.gen, NORMAL } end
-  if S.phase == DISABLED then return { 'admit', S.gen, PASS } end
+  if S.phase == CLOSED then return { 'admit', S.gen, NORMAL, '0' } end
+  if S.phase == DISABLED then return { 'admit', S.gen, PASS, '0' } end
   if S.phase == HALF then
     if S.inflight < C.maxp then
-      S.inflight = S.inflight + 1
-      return { 'admit', S.gen, PROBE }
+      S.leases[#S.leases + 1] = { tok = tok, dl = now + C.lease }
+      S.inflight = #S.leases
+      return { 'admit', S.gen, PROBE, tok }
     end
-    return { 'reject', S.phase, math.max(0, S.since + C.hot - now) }
+    return { 'reject', S.phase, math.max(0, S.since + C.hot - now), '0' }
   end
-  if S.phase == OPEN then return { 'reject', S.phase, math.max(0, S.till - now) } end
-  if S.till == NEVER then return { 'reject', S.phase, -1 } end
-  return { 'reject', S.phase, math.max(0, S.till - now) }
+  if S.phase == OPEN then return { 'reject', S.phase, math.max(0, S.till - now), '0' } end
+  if S.till == NEVER then return { 'reject', S.phase, -1, '0' } end
+  return { 'reject', S.phase, math.max(0, S.till - now), '0' }
 end
 
-local function outcome(S, gen, kind, verdict, latency, now)
+-- A probe's outcome or release counts only while its lease is live.
+local function outcome(S, gen, kind, verdict, latency, now, hint, tok)
   if gen ~= S.gen then return 'stale' end
+  if S.phase == HALF and kind == PROBE and not take_lease(S, tok) then return 'stale' end
   if S.phase == CLOSED and kind == NORMAL then
     if verdict == IGNORE then return 'recorded' end
     local failed = verdict == FAILURE
@@ -354,13 +440,12 @@ local function outcome(S, gen, kind, verdict, latency, now)
     if failed then S.streak = S.streak + 1 else S.streak = 0 end
     window_record(S, failed, slow, now)
     local reason = evaluate_trip(S, now)
-    if reason then reopen(S, now, reason) end
+    if reason then reopen(S, now, reason, hint) end
     return 'recorded'
   elseif S.phase == HALF and kind == PROBE then
-    S.inflight = math.max(0, S.inflight - 1)
     if verdict == SUCCESS and is_slow(latency) then verdict = FAILURE end
     if verdict == FAILURE then
-      reopen(S, now, 'probe_failed')
+      reopen(S, now, 'probe_failed', hint)
     elseif verdict == SUCCESS then
       S.psucc = S.psucc + 1
       if S.psucc >= C.reqs then
@@ -374,11 +459,14 @@ local function outcome(S, gen, kind, verdict, latency, now)
   return 'recorded'
 end
 
-local function release(S, gen, kind)
-  if gen ~= S.gen then return 'stale' end
-  if S.phase == HALF and kind == PROBE then
-    S.inflight = math.max(0, S.inflight - 1)
+-- `gen` nil: a caller cancelling a reservation whose reply it never got (by token).
+local function release(S, gen, kind, tok)
+  if gen == nil then
+    if S.phase == HALF and take_lease(S, tok) then return 'recorded' end
+    return 'stale'
   end
+  if gen ~= S.gen then return 'stale' end
+  if S.phase == HALF and kind == PROBE and not take_lease(S, tok) then return 'stale' end
   return 'recorded'
 end
 
@@ -392,8 +480,7 @@ local function manual(S, to, till, now, reason)
   S.gen = S.gen + 1
   S.since = now
   S.till = till
-  S.inflight = 0
-  S.psucc = 0
+  clear_probes(S)
   transition(S, from, reason)
 end
 
@@ -405,11 +492,14 @@ local function save(S, now)
   -- abandoned breaker expires between TTL and TTL * 17/16 after its last write.
   local refresh = S.exp < 0 or now < S.exp or now - S.exp >= tonumber(TTL) * 1000 / 16
   if refresh then S.exp = now end
-  local args = { 'v', '1', 'phase', fmt(S.phase), 'gen', fmt(S.gen), 'since', fmt(S.since),
+  S.ver = S.ver + 1
+  if S.inc == 0 then S.inc = math.max(1, now) end
+  local args = { 'v', FORMAT, 'phase', fmt(S.phase), 'gen', fmt(S.gen), 'since', fmt(S.since),
     'until', fmt(S.till), 'trips', fmt(S.trips), 'inflight', fmt(S.inflight),
     'psucc', fmt(S.psucc), 'streak', fmt(S.streak), 'rpos', fmt(S.rpos),
     'rlen', fmt(S.rlen), 'cc', fmt(S.cc), 'cf', fmt(S.cf), 'cs', fmt(S.cs),
-    'we', fmt(S.we), 'wsig', S.wsig, 'exp', fmt(S.exp) }
+    'we', fmt(S.we), 'wsig', S.wsig, 'exp', fmt(S.exp), 'ver', fmt(S.ver),
+    'inc', fmt(S.inc), 'leases', encode_leases(S.leases) }
   if ring_dirty and C.wk == 'c' then
     local digits = {}
     for i = 0, S.rlen - 1 do digits[i + 1] = ring[i] end
@@ -428,19 +518,20 @@ local function save(S, now)
     local left = -1
     if S.till ~= NEVER then left = math.max(0, S.till - now) end
     redis.call('PUBLISH', CHANNEL,
-      fmt(S.phase) .. ',' .. fmt(S.gen) .. ',' .. fmt(left) .. ',' .. fmt(now))
+      fmt(S.phase) .. ',' .. fmt(S.gen) .. ',' .. fmt(left) .. ',' .. fmt(now) .. ','
+      .. fmt(S.ver) .. ',' .. fmt(S.inc))
   end
 end
 
--- The reply: { head..., phase, gen, since, until, trips, inflight, psucc, streak, now,
---              #transitions, (from, to, gen, reason)... }
+-- The reply: { 4 head items, phase, gen, since, until, trips, inflight, psucc, streak,
+--              ver, inc, now, #transitions, (from, to, gen, reason)... }
 local function answer(S, now, head)
   local out = {}
   for _, v in ipairs(head) do out[#out + 1] = v end
   local till = S.till
   if till == NEVER then till = -1 end
   local tail = { S.phase, S.gen, S.since, till, S.trips, S.inflight, S.psucc, S.streak,
-    now, #transitions }
+    S.ver, S.inc, now, #transitions }
   for _, v in ipairs(tail) do out[#out + 1] = v end
   for _, t in ipairs(transitions) do
     out[#out + 1] = t[1]
@@ -453,4 +544,28 @@ end
 
 local function fail_corrupt(reason)
   return { 'corrupt', reason }
+end
+
+-- A corrupt or foreign value, found by this very script: replaced by a fresh closed state
+-- (generation `now`, so permits issued before are stale) in the same atomic step, so only
+-- a value that is still corrupt is ever replaced. The operation itself is not applied;
+-- the caller runs it again on the repaired state.
+local function repair(reason, now)
+  redis.call('DEL', KEY)
+  ring, ring_dirty, buckets, buckets_dirty, transitions = nil, false, nil, {}, {}
+  local S = fresh()
+  S.gen = now
+  S.since = now
+  S.inc = math.max(1, now)
+  transition(S, CLOSED, 'reset')
+  save(S, now)
+  return answer(S, now, { 'repaired', reason, 0, 0 })
+end
+
+-- Loads the state; a corrupt value is repaired unless `may_repair` is false.
+local function load_or_repair(now, may_repair)
+  local S, why = load()
+  if S then return S, nil end
+  if may_repair == false then return nil, fail_corrupt(why) end
+  return nil, repair(why, now)
 end

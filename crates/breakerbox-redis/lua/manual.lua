@@ -1,8 +1,12 @@
--- manual: operator control (model: ForceOpen / Disable / Reset), plus `repair`.
--- ARGV[6] = force_open | disable | reset | trip | repair,
--- ARGV[7] = duration in us or "" (none); for trip: the reason the local breaker tripped.
+-- manual: operator control (model: ForceOpen / Disable / Reset), plus what a node pushes
+-- when Redis comes back after an outage.
+-- ARGV[6] = force_open | disable | reset | trip | restore_open | repair,
+-- ARGV[7] = duration in us or "" (none: until reset); for trip: the reason the local
+-- breaker tripped; for restore_open: the time left of the open phase, in us.
 -- `trip` pushes an open phase tripped elsewhere (a node's fallback breaker during an
 -- outage): a Closed breaker re-opens as if its policy tripped; any other phase wins.
+-- `restore_open` gives back an open phase Redis lost (restarted empty, or failed over to
+-- a replica behind): a Closed breaker opens for the time left; any other phase wins.
 -- Manual operations do not apply what is due first (as in the model).
 -- `repair` replaces whatever is under the key by a fresh closed state whose generation is
 -- `now` (so permits issued before the corruption are stale).
@@ -15,20 +19,32 @@ if op == 'repair' then
   S.since = now
   transition(S, CLOSED, 'reset')
   save(S, now)
-  return answer(S, now, { 'done', 0, 0 })
+  return answer(S, now, { 'done', 0, 0, 0 })
 end
-local S, why = load()
-if not S then return fail_corrupt(why) end
-if op == 'trip' then
+local S, repaired = load_or_repair(now)
+if not S then return repaired end
+if op == 'trip' or op == 'restore_open' then
   if S.phase == CLOSED then
     apply_due(S, now)
-    reopen(S, now, ARGV[7])
+    if op == 'trip' then
+      reopen(S, now, ARGV[7])
+    else
+      reopen(S, now, 'restored')
+      S.till = now + (tonumber(ARGV[7]) or 0)
+    end
     save(S, now)
   end
-  return answer(S, now, { 'done', 0, 0 })
+  return answer(S, now, { 'done', 0, 0, 0 })
 end
 local till = NEVER
-if ARGV[7] ~= nil and ARGV[7] ~= '' then till = now + tonumber(ARGV[7]) end
+if ARGV[7] ~= nil and ARGV[7] ~= '' then
+  local d = tonumber(ARGV[7])
+  -- Times must stay exact Lua integers (below 2^53) and fit the 16-digit fields.
+  if d == nil or d < 0 or now + d >= 9007199254740992 then
+    return { 'error', 'override duration ' .. tostring(ARGV[7]) .. ' us is out of range' }
+  end
+  till = now + d
+end
 if op == 'force_open' then
   manual(S, FORCED, till, now, 'forced_open')
 elseif op == 'disable' then
@@ -42,4 +58,4 @@ else
   return { 'error', 'unknown manual operation ' .. tostring(op) }
 end
 save(S, now)
-return answer(S, now, { 'done', 0, 0 })
+return answer(S, now, { 'done', 0, 0, 0 })

@@ -23,10 +23,13 @@ use tokio::sync::Notify;
 
 use crate::events::{RedisEvent, RedisListener, Stats, StatsSnapshot};
 use crate::options::{Backoff, Fallback, LocalView, Mode};
-use crate::store::{Answer, ManualOp, OutcomeArg, RedisStore, StoreError};
-use crate::wire::{ReplyDecision, StoredState};
+use crate::store::{Answer, BatchItem, ManualOp, RedisStore, StoreError};
+use crate::wire::{Reply, ReplyDecision, StoredState};
 use permit::Route;
-use view::{View, ViewCell};
+use view::{News, View, ViewCell};
+
+/// At most this many lease tokens wait to be cancelled (older ones are left to expire).
+const MAX_ORPHANS: usize = 256;
 
 /// A circuit breaker whose state lives in Redis, shared by every process (on any machine)
 /// that opens a breaker of the same name on the same Redis. Cloning is cheap; clones share
@@ -78,7 +81,16 @@ pub(crate) struct Inner<C: Clock + Clone> {
     pub(crate) local: CircuitBreaker<C>,
     pub(crate) local_trip: Arc<Mutex<Option<&'static str>>>,
     pub(crate) pending_manual: Mutex<Option<ManualOp>>,
-    pub(crate) batch: Mutex<Vec<OutcomeArg>>,
+    pub(crate) batch: Mutex<Vec<BatchItem>>,
+    /// A message (or a reply of another incarnation) asked for an authoritative re-read.
+    pub(crate) refresh_requested: AtomicBool,
+    /// Lease tokens of probe reservations this node may hold without knowing it (an
+    /// acquire that timed out) or whose outcome it could not send: cancelled when Redis
+    /// answers again.
+    pub(crate) orphans: Mutex<Vec<u64>>,
+    /// A jitter sample drawn for a script call that did not open the breaker: the next
+    /// call uses it, so samples are consumed per re-open, as in the in-memory engine.
+    pub(crate) pending_sample: Mutex<Option<f64>>,
     /// A failure waits in the batch: flush within `failure_flush_interval`.
     pub(crate) urgent: AtomicBool,
     pub(crate) wake: Arc<Notify>,
@@ -107,12 +119,45 @@ impl<C: Clock + Clone> Inner<C> {
         self.script_time.then(|| self.clock.now().as_u64() / 1_000)
     }
 
+    /// The jitter sample for the next script call: the one a previous call did not use,
+    /// or a new one.
     pub(crate) fn sample(&self) -> f64 {
-        if self.config.jitter > 0.0 {
-            self.jitter.sample()
-        } else {
-            0.0
+        if self.config.jitter <= 0.0 {
+            return 0.0;
         }
+        if let Some(r) = self.pending_sample.lock().ok().and_then(|mut p| p.take()) {
+            return r;
+        }
+        self.jitter.sample()
+    }
+
+    /// Keeps `r` for the next call unless the reply shows it was used (an opening).
+    fn settle_sample(&self, r: f64, reply: &Reply) {
+        if self.config.jitter <= 0.0 || reply.transitions.iter().any(|t| t.to == Phase::Open) {
+            return;
+        }
+        if let Ok(mut pending) = self.pending_sample.lock() {
+            pending.get_or_insert(r);
+        }
+    }
+
+    /// Remembers a lease token to cancel once Redis answers.
+    pub(crate) fn orphan(&self, token: u64) {
+        if token == 0 {
+            return;
+        }
+        if let Ok(mut orphans) = self.orphans.lock() {
+            if orphans.len() >= MAX_ORPHANS {
+                orphans.remove(0);
+            }
+            orphans.push(token);
+        }
+    }
+
+    /// Asks the background task for an authoritative re-read now.
+    pub(crate) fn request_refresh(&self) {
+        self.refresh_requested.store(true, Ordering::Release);
+        self.wake.notify_one();
     }
 
     pub(crate) fn is_down(&self) -> bool {
@@ -125,37 +170,45 @@ impl<C: Clock + Clone> Inner<C> {
     }
 
     pub(crate) fn set_view(&self, f: impl FnOnce(&View) -> View) {
-        self.view.update(f);
+        self.view.update(|v| Some(f(v)));
     }
 
-    /// Takes in what Redis said: repairs, transitions and the view.
-    pub(crate) fn absorb(&self, answer: Answer, force_view: bool) -> crate::wire::Reply {
+    /// Takes in what a script call (run with jitter sample `r`) answered: repairs,
+    /// transitions and the view. `authoritative`: a read this node's refresh made, which
+    /// replaces the view whatever its version.
+    pub(crate) fn absorb(&self, answer: Answer, authoritative: bool, r: f64) -> Reply {
         Stats::add(&self.stats.redis_calls, 1);
         if let Some(reason) = answer.repaired {
             Stats::add(&self.stats.repairs, 1);
             self.emit(RedisEvent::CorruptRepaired { reason });
         }
         let reply = answer.reply;
-        self.observe(&reply.state, reply.now_us, force_view);
+        self.settle_sample(r, &reply);
+        self.observe(&reply.state, reply.now_us, authoritative);
         for t in &reply.transitions {
             self.emit(RedisEvent::Transition(*t));
         }
         reply
     }
 
-    pub(crate) fn observe(&self, state: &StoredState, now_us: u64, force: bool) {
+    /// Updates the view from `state` (as of Redis time `now_us`) if it is not older than
+    /// the view, or if `authoritative`. News of another incarnation (Redis lost the
+    /// state) asks for an authoritative re-read, which decides what to restore.
+    pub(crate) fn observe(&self, state: &StoredState, now_us: u64, authoritative: bool) -> bool {
+        let news = news_of(state, now_us);
         let now = self.clock.now();
-        self.last_news.store(now.as_u64(), Ordering::Release);
-        let remaining = state.remaining_us(now_us);
-        self.set_view(|v| {
-            v.merge(
-                state.phase,
-                state.generation,
-                remaining,
-                (now_us, now),
-                force,
-            )
+        let mut lost = false;
+        let accepted = self.view.update(|v| {
+            lost = v.known && v.incarnation != news.incarnation;
+            v.merge(&news, now, authoritative)
         });
+        if accepted {
+            // Only accepted news counts as fresh: nothing refused can starve the refresh.
+            self.last_news.store(now.as_u64(), Ordering::Release);
+        } else if lost {
+            self.request_refresh();
+        }
+        accepted
     }
 
     pub(crate) fn stale(&self, generation: u64) {
@@ -170,20 +223,25 @@ impl<C: Clock + Clone> Inner<C> {
         open
     }
 
-    /// Queues a closed-phase outcome for the next batch.
-    pub(crate) fn enqueue(&self, outcome: OutcomeArg) {
+    /// Queues a closed-phase outcome (or a release) for the next batch.
+    pub(crate) fn enqueue(&self, item: BatchItem) {
         let Mode::LocalView(LocalView { batch_size, .. }) = self.mode else {
             return;
         };
-        let urgent = outcome.verdict == Verdict::Failure
-            || self.config.is_slow(Nanos::from_duration(outcome.latency));
+        let urgent = match item {
+            BatchItem::Outcome(o) => {
+                o.verdict == Verdict::Failure
+                    || self.config.is_slow(Nanos::from_duration(o.latency))
+            }
+            BatchItem::Release(..) => false,
+        };
         let len = match self.batch.lock() {
             Ok(mut batch) => {
                 if batch.len() >= batch_size.saturating_mul(20).max(1) {
                     Stats::add(&self.stats.dropped_outcomes, 1);
                     return;
                 }
-                batch.push(outcome);
+                batch.push(item);
                 batch.len()
             }
             Err(_) => return,
@@ -200,6 +258,17 @@ impl<C: Clock + Clone> Inner<C> {
 
 fn micros_to_duration(us: u64) -> Duration {
     Duration::from_micros(us)
+}
+
+/// What a stored state says, as news for a view.
+pub(crate) fn news_of(state: &StoredState, now_us: u64) -> News {
+    News {
+        phase: state.phase,
+        generation: state.generation,
+        remaining_us: state.remaining_us(now_us),
+        version: state.version,
+        incarnation: state.incarnation,
+    }
 }
 
 impl RedisBreaker<MonotonicClock> {
@@ -263,6 +332,7 @@ impl<C: Clock + Clone> RedisBreaker<C> {
                         return Ok(self.permit(
                             view.generation,
                             PermitKind::Normal,
+                            0,
                             Route::Batched,
                         ));
                     }
@@ -271,6 +341,7 @@ impl<C: Clock + Clone> RedisBreaker<C> {
                         return Ok(self.permit(
                             view.generation,
                             PermitKind::Passthrough,
+                            0,
                             Route::Free,
                         ));
                     }
@@ -288,17 +359,29 @@ impl<C: Clock + Clone> RedisBreaker<C> {
 
     async fn remote_acquire(&self) -> Result<RedisPermit<C>, CircuitOpen> {
         let inner = &self.inner;
-        match inner.store.acquire(inner.now_arg(), inner.sample()).await {
+        let r = inner.sample();
+        // The token is ours before the call: if the reply never comes (a timeout), Redis
+        // may still run the acquire, and the token cancels whatever slot it took.
+        let token = inner.store.new_token();
+        match inner
+            .store
+            .acquire_with_token(token, inner.now_arg(), r)
+            .await
+        {
             Ok(answer) => {
-                let reply = inner.absorb(answer, false);
+                let reply = inner.absorb(answer, false, r);
                 match reply.decision {
-                    ReplyDecision::Admitted { generation, kind } => {
+                    ReplyDecision::Admitted {
+                        generation,
+                        kind,
+                        token,
+                    } => {
                         let route = match (inner.mode, kind) {
                             (_, PermitKind::Passthrough) => Route::Free,
                             (Mode::LocalView(_), PermitKind::Normal) => Route::Batched,
                             _ => Route::Redis,
                         };
-                        Ok(self.permit(generation, kind, route))
+                        Ok(self.permit(generation, kind, token, route))
                     }
                     ReplyDecision::Rejected {
                         phase,
@@ -318,14 +401,21 @@ impl<C: Clock + Clone> RedisBreaker<C> {
                 }
             }
             Err(error) => {
-                self.inner.enter_outage(&error);
+                inner.orphan(token);
+                inner.enter_outage(&error);
                 self.fallback_acquire()
             }
         }
     }
 
-    fn permit(&self, generation: u64, kind: PermitKind, route: Route<C>) -> RedisPermit<C> {
-        RedisPermit::new(self.inner.clone(), generation, kind, route)
+    fn permit(
+        &self,
+        generation: u64,
+        kind: PermitKind,
+        token: u64,
+        route: Route<C>,
+    ) -> RedisPermit<C> {
+        RedisPermit::new(self.inner.clone(), generation, kind, token, route)
     }
 
     /// Awaits `future` if admitted; `Ok` is a success and `Err` a failure.
@@ -355,6 +445,8 @@ impl<C: Clock + Clone> RedisBreaker<C> {
 
     async fn manual(&self, op: ManualOp) -> Result<(), StoreError> {
         let inner = &self.inner;
+        // Refused before anything changes, here or in Redis.
+        op.validate()?;
         let now = inner.clock.now();
         // The node that made the change keeps it through an outage.
         match op {
@@ -364,25 +456,14 @@ impl<C: Clock + Clone> RedisBreaker<C> {
                 } else {
                     Phase::Disabled
                 };
-                inner.set_view(|v| View {
-                    phase,
-                    generation: v.generation,
-                    until: d.map(|d| now.saturating_add(Nanos::from_duration(d))),
-                    known: true,
-                    as_of_us: v.as_of_us,
-                });
+                let until = d.map(|d| now.saturating_add(Nanos::from_duration(d)));
+                inner.set_view(|v| v.with_phase(phase, until));
             }
             ManualOp::Reset => {
                 inner.local.reset();
-                inner.set_view(|v| View {
-                    phase: Phase::Closed,
-                    generation: v.generation,
-                    until: None,
-                    known: true,
-                    as_of_us: v.as_of_us,
-                });
+                inner.set_view(|v| v.with_phase(Phase::Closed, None));
             }
-            ManualOp::Trip(_) | ManualOp::Repair => {}
+            ManualOp::Trip(_) | ManualOp::RestoreOpen(_) | ManualOp::Repair => {}
         }
         if inner.is_down() {
             if let Ok(mut pending) = inner.pending_manual.lock() {
@@ -390,13 +471,10 @@ impl<C: Clock + Clone> RedisBreaker<C> {
             }
             return Err(StoreError::Unavailable);
         }
-        match inner
-            .store
-            .manual(op, inner.now_arg(), inner.sample())
-            .await
-        {
+        let r = inner.sample();
+        match inner.store.manual(op, inner.now_arg(), r).await {
             Ok(answer) => {
-                inner.absorb(answer, true);
+                inner.absorb(answer, false, r);
                 Ok(())
             }
             Err(error) => {
@@ -431,7 +509,7 @@ impl<C: Clock + Clone> RedisBreaker<C> {
     pub async fn snapshot(&self) -> Result<Snapshot, StoreError> {
         let inner = &self.inner;
         let answer = inner.store.read(inner.now_arg()).await?;
-        let reply = inner.absorb(answer, false);
+        let reply = inner.absorb(answer, false, 0.0);
         let window = match reply.decision {
             ReplyDecision::State(counts) => counts,
             _ => WindowCounts::default(),

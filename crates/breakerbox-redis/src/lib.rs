@@ -51,5 +51,8 @@ pub use breaker::{BuildError, RedisBreaker, RedisBreakerBuilder, RedisPermit};
 pub use events::{RedisEvent, RedisListener, Stats, StatsSnapshot};
 pub use options::{Backoff, Fallback, LocalView, Mode};
 pub use scripts::ScriptKind;
-pub use store::{breaker_key, Answer, ManualOp, OutcomeArg, RedisStore, StoreError, StoreOptions};
+pub use store::{
+    breaker_key, Answer, BatchItem, ManualOp, OutcomeArg, RedisStore, StoreError, StoreOptions,
+    MAX_OVERRIDE_DURATION,
+};
 pub use wire::{reason_from_str, Reply, ReplyDecision, StoredState};

@@ -48,13 +48,18 @@ impl Default for Mode {
 pub struct LocalView {
     /// Successes are sent at least this often (default 1 s).
     pub flush_interval: Duration,
-    /// A failure (or a slow call) is sent within this (default 20 ms), so a trip reaches
-    /// Redis, and every node, quickly; failures arriving meanwhile share the batch.
+    /// A failure (or a slow call) is sent within this (default 0: at once). Any failure
+    /// may be the one that trips the shared breaker, and every millisecond it waits lets
+    /// the whole fleet send more calls to a dependency that may be dead; failures arriving
+    /// while a batch is on its way share the next one, so a node has at most one batch in
+    /// flight. The trade-off: with a steady error rate a node sends up to one script call
+    /// per failure (bounded by one round trip at a time); raise this to trade a longer
+    /// overshoot for fewer calls.
     pub failure_flush_interval: Duration,
     /// A batch is sent as soon as this many outcomes wait (default 2,000).
     pub batch_size: usize,
-    /// The view is re-read from Redis when no script reply or message has refreshed it
-    /// for this long (default 1 s).
+    /// The view is re-read from Redis when no script reply has been accepted for this
+    /// long (default 1 s); a message on the breaker's channel triggers a re-read at once.
     pub refresh_interval: Duration,
 }
 
@@ -62,7 +67,7 @@ impl Default for LocalView {
     fn default() -> Self {
         LocalView {
             flush_interval: Duration::from_secs(1),
-            failure_flush_interval: Duration::from_millis(20),
+            failure_flush_interval: Duration::ZERO,
             batch_size: 2_000,
             refresh_interval: Duration::from_secs(1),
         }

@@ -1,7 +1,10 @@
 //! The Redis side of one breaker: its key, its channel, its config as a script argument,
 //! and one async method per Lua script. Every call is bounded by a timeout.
 
+use std::collections::hash_map::RandomState;
 use std::fmt;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -11,7 +14,12 @@ use redis::aio::MultiplexedConnection;
 use redis::{Client, RedisError};
 
 use crate::scripts::{ScriptKind, Scripts};
-use crate::wire::{encode_config, kind_code, micros, parse_reply, ParseError, Reply};
+use crate::wire::{
+    encode_config, kind_code, micros, parse_reply, ParseError, Reply, ReplyDecision,
+};
+fn random_seed() -> u64 {
+    RandomState::new().build_hasher().finish() | 1
+}
 
 /// Where a breaker lives in Redis and how long calls may take.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -20,8 +28,16 @@ pub struct StoreOptions {
     pub prefix: String,
     /// An abandoned breaker's hash expires after this (refreshed on every write).
     pub ttl: Duration,
-    /// Every Redis call (connect, script load, script run) is bounded by this.
+    /// Every Redis operation (connect, script load, script run, a repair and the retry
+    /// after it) is bounded by this, as a whole.
     pub timeout: Duration,
+    /// How long a half-open probe slot stays reserved for its caller (default 2 s). A
+    /// slot whose lease ran out is reclaimed by the next operation, so a reservation
+    /// whose caller timed out, crashed or lost its outcome frees its slot within one
+    /// lease rather than at the end of the half-open phase. A probe still running when
+    /// its lease ends is not counted (its outcome is stale): keep the lease above your
+    /// probes' own timeout.
+    pub probe_lease: Duration,
 }
 
 impl Default for StoreOptions {
@@ -30,9 +46,14 @@ impl Default for StoreOptions {
             prefix: "bb:".to_string(),
             ttl: Duration::from_secs(24 * 3600),
             timeout: Duration::from_millis(100),
+            probe_lease: Duration::from_secs(2),
         }
     }
 }
+
+/// The longest timed override (`force_open`, `disable`) the scripts store exactly: 100
+/// years. For longer, use no duration at all ("until reset").
+pub const MAX_OVERRIDE_DURATION: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
 /// A Redis call that did not give an answer.
 #[derive(Debug)]
@@ -47,6 +68,9 @@ pub enum StoreError {
     Corrupt(String),
     /// Not tried: the breaker is in an outage episode and waits for Redis to come back.
     Unavailable,
+    /// Refused before anything was sent (e.g. an override longer than
+    /// [`MAX_OVERRIDE_DURATION`]).
+    Invalid(String),
 }
 
 impl fmt::Display for StoreError {
@@ -57,13 +81,15 @@ impl fmt::Display for StoreError {
             StoreError::Protocol(what) => write!(f, "unexpected script reply: {what}"),
             StoreError::Corrupt(what) => write!(f, "corrupt breaker state: {what}"),
             StoreError::Unavailable => f.write_str("redis is unreachable; kept locally for now"),
+            StoreError::Invalid(what) => f.write_str(what),
         }
     }
 }
 
 impl std::error::Error for StoreError {}
 
-/// One outcome to record: the permit's generation and kind, the verdict, the latency.
+/// One outcome to record: the permit's generation, kind and lease token, the verdict,
+/// the latency and the dependency's retry hint.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct OutcomeArg {
     /// The permit's generation.
@@ -74,6 +100,44 @@ pub struct OutcomeArg {
     pub verdict: Verdict,
     /// The call's latency (kept in whole microseconds).
     pub latency: Duration,
+    /// How long the dependency asked to be left alone (an HTTP `Retry-After`): if this
+    /// outcome opens the breaker, the open phase lasts at least this long (capped).
+    pub retry_hint: Option<Duration>,
+    /// A probe's lease token (from the acquire's reply); 0 for other kinds.
+    pub token: u64,
+}
+
+impl OutcomeArg {
+    /// An outcome without a retry hint or lease token (a closed-phase call).
+    pub fn new(generation: u64, kind: PermitKind, verdict: Verdict, latency: Duration) -> Self {
+        OutcomeArg {
+            generation,
+            kind,
+            verdict,
+            latency,
+            retry_hint: None,
+            token: 0,
+        }
+    }
+}
+
+/// One entry of a batch sent to `record.lua`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum BatchItem {
+    /// An outcome.
+    Outcome(OutcomeArg),
+    /// A permit dropped without an outcome: its generation, kind and lease token.
+    Release(u64, PermitKind, u64),
+}
+
+impl BatchItem {
+    /// The permit's generation.
+    pub fn generation(&self) -> u64 {
+        match self {
+            BatchItem::Outcome(o) => o.generation,
+            BatchItem::Release(generation, ..) => *generation,
+        }
+    }
 }
 
 /// A manual operation.
@@ -88,8 +152,41 @@ pub enum ManualOp {
     /// Push an open phase tripped elsewhere: a closed breaker re-opens with this reason
     /// (`TransitionReason::as_str`); any other phase is left alone.
     Trip(&'static str),
+    /// Give back an open phase Redis lost (restarted empty, or failed over to a replica
+    /// that was behind) with the time it had left: a closed breaker opens for that long
+    /// (reason `restored`); any other phase is left alone.
+    RestoreOpen(Duration),
     /// Replace whatever is under the key by a fresh closed state.
     Repair,
+}
+
+impl ManualOp {
+    /// The operation's name in `lua/manual.lua` (and in events).
+    pub fn name(self) -> &'static str {
+        match self {
+            ManualOp::ForceOpen(_) => "force_open",
+            ManualOp::Disable(_) => "disable",
+            ManualOp::Reset => "reset",
+            ManualOp::Trip(_) => "trip",
+            ManualOp::RestoreOpen(_) => "restore_open",
+            ManualOp::Repair => "repair",
+        }
+    }
+
+    /// Refuses what the scripts cannot store exactly: an override longer than
+    /// [`MAX_OVERRIDE_DURATION`] (give none for "until reset").
+    pub fn validate(self) -> Result<(), StoreError> {
+        if let ManualOp::ForceOpen(Some(d)) | ManualOp::Disable(Some(d)) = self {
+            if d > MAX_OVERRIDE_DURATION {
+                return Err(StoreError::Invalid(format!(
+                    "an override of {d:?} is longer than the supported {} years; \
+                     give no duration for one that lasts until reset",
+                    MAX_OVERRIDE_DURATION.as_secs() / (365 * 24 * 3600)
+                )));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A script reply, and whether the stored value had to be repaired first.
@@ -117,6 +214,7 @@ pub struct RedisStore {
     config_arg: String,
     ttl_ms: String,
     timeout: Duration,
+    next_token: AtomicU64,
 }
 
 impl fmt::Debug for RedisStore {
@@ -143,13 +241,24 @@ impl RedisStore {
             scripts: Scripts::default(),
             channel: format!("{key}:events"),
             key,
-            config_arg: encode_config(config),
+            config_arg: encode_config(config, options.probe_lease),
             ttl_ms: u64::try_from(options.ttl.as_millis())
                 .unwrap_or(u64::MAX)
                 .max(1)
                 .to_string(),
             timeout: options.timeout,
+            next_token: AtomicU64::new(random_seed()),
         }
+    }
+
+    /// A fresh lease token for a probe reservation: never 0, unique within this store and
+    /// random across processes.
+    pub fn new_token(&self) -> u64 {
+        // An odd step visits every u64 before repeating.
+        let t = self
+            .next_token
+            .fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed);
+        t.max(1)
     }
 
     /// The breaker's hash key.
@@ -192,24 +301,24 @@ impl RedisStore {
     }
 
     async fn run_once(&self, kind: ScriptKind, args: &[String]) -> Result<Reply, StoreError> {
-        let call = async {
-            let mut conn = self.connection().await?;
-            self.scripts.run(&mut conn, kind, &self.key, args).await
-        };
-        let value = match tokio::time::timeout(self.timeout, call).await {
-            Err(_) => return Err(StoreError::Timeout(self.timeout)),
-            Ok(Err(e)) => {
-                if e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error() {
-                    self.disconnect();
-                }
-                return Err(StoreError::Redis(e));
-            }
-            Ok(Ok(value)) => value,
+        let value = {
+            let mut conn = self.connection().await.map_err(|e| self.failed(e))?;
+            self.scripts
+                .run(&mut conn, kind, &self.key, args)
+                .await
+                .map_err(|e| self.failed(e))?
         };
         parse_reply(&value).map_err(|e| match e {
             ParseError::Corrupt(why) => StoreError::Corrupt(why),
             ParseError::Protocol(why) => StoreError::Protocol(why),
         })
+    }
+
+    fn failed(&self, e: RedisError) -> StoreError {
+        if e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error() {
+            self.disconnect();
+        }
+        StoreError::Redis(e)
     }
 
     fn args(&self, now_us: Option<u64>, r: f64, rest: Vec<String>) -> Vec<String> {
@@ -223,7 +332,9 @@ impl RedisStore {
         args
     }
 
-    /// Runs a script; a corrupt value is repaired and the operation run once more.
+    /// Runs a script, the whole operation bounded by the timeout. A script that found the
+    /// value corrupt repaired it atomically and applied nothing: the operation runs once
+    /// more on the repaired state.
     async fn run(
         &self,
         kind: ScriptKind,
@@ -232,33 +343,55 @@ impl RedisStore {
         rest: Vec<String>,
     ) -> Result<Answer, StoreError> {
         let args = self.args(now_us, r, rest);
-        match self.run_once(kind, &args).await {
-            Err(StoreError::Corrupt(why)) => {
-                tracing::warn!(
-                    target: "breakerbox_redis",
-                    key = self.key.as_str(),
-                    reason = why.as_str(),
-                    "corrupt breaker state in redis; repairing to a fresh closed state"
-                );
-                let repair = self.args(now_us, r, vec!["repair".into(), String::new()]);
-                self.run_once(ScriptKind::Manual, &repair).await?;
-                let reply = self.run_once(kind, &args).await?;
-                Ok(Answer {
-                    reply,
-                    repaired: Some(why),
-                })
+        let operation = async {
+            let first = self.run_once(kind, &args).await?;
+            let ReplyDecision::Repaired(why) = first.decision else {
+                return Ok(Answer {
+                    reply: first,
+                    repaired: None,
+                });
+            };
+            tracing::warn!(
+                target: "breakerbox_redis",
+                key = self.key.as_str(),
+                reason = why.as_str(),
+                "corrupt breaker state in redis; replaced by a fresh closed state"
+            );
+            let mut reply = self.run_once(kind, &args).await?;
+            if let ReplyDecision::Repaired(again) = &reply.decision {
+                return Err(StoreError::Corrupt(again.clone()));
             }
-            Err(e) => Err(e),
-            Ok(reply) => Ok(Answer {
+            // The repair's own transition (to a fresh closed state) comes first.
+            let mut transitions = first.transitions;
+            transitions.append(&mut reply.transitions);
+            reply.transitions = transitions;
+            Ok(Answer {
                 reply,
-                repaired: None,
-            }),
+                repaired: Some(why),
+            })
+        };
+        match tokio::time::timeout(self.timeout, operation).await {
+            Ok(result) => result,
+            Err(_) => Err(StoreError::Timeout(self.timeout)),
         }
     }
 
-    /// `acquire.lua`: ask to make one call.
+    /// `acquire.lua`: ask to make one call (a probe slot, if taken, is leased to a fresh
+    /// token, returned in the reply).
     pub async fn acquire(&self, now_us: Option<u64>, r: f64) -> Result<Answer, StoreError> {
-        self.run(ScriptKind::Acquire, now_us, r, Vec::new()).await
+        self.acquire_with_token(self.new_token(), now_us, r).await
+    }
+
+    /// `acquire.lua` with the caller's lease token, so that a caller who never gets the
+    /// reply (a timeout) can still [cancel](RedisStore::cancel) the reservation.
+    pub async fn acquire_with_token(
+        &self,
+        token: u64,
+        now_us: Option<u64>,
+        r: f64,
+    ) -> Result<Answer, StoreError> {
+        self.run(ScriptKind::Acquire, now_us, r, vec![token.to_string()])
+            .await
     }
 
     /// `record.lua`: a batch of outcomes, applied in order at the script's time.
@@ -268,33 +401,79 @@ impl RedisStore {
         now_us: Option<u64>,
         r: f64,
     ) -> Result<Answer, StoreError> {
-        let mut rest = Vec::with_capacity(1 + outcomes.len() * 4);
-        rest.push(outcomes.len().to_string());
-        for o in outcomes {
-            rest.push(o.generation.to_string());
-            rest.push(kind_code(o.kind).to_string());
-            rest.push(
-                match o.verdict {
-                    Verdict::Success => "0",
-                    Verdict::Failure => "1",
-                    Verdict::Ignore => "2",
+        let items: Vec<BatchItem> = outcomes.iter().copied().map(BatchItem::Outcome).collect();
+        self.record_batch(&items, now_us, r).await
+    }
+
+    /// `record.lua` with outcomes and releases mixed, applied in order.
+    pub async fn record_batch(
+        &self,
+        items: &[BatchItem],
+        now_us: Option<u64>,
+        r: f64,
+    ) -> Result<Answer, StoreError> {
+        let mut rest = Vec::with_capacity(1 + items.len() * 6);
+        rest.push(items.len().to_string());
+        for item in items {
+            let (generation, kind, verdict, latency, hint, token) = match item {
+                BatchItem::Outcome(o) => (
+                    o.generation,
+                    o.kind,
+                    match o.verdict {
+                        Verdict::Success => "0",
+                        Verdict::Failure => "1",
+                        Verdict::Ignore => "2",
+                    },
+                    micros(o.latency),
+                    o.retry_hint.map_or(-1, |h| i64::try_from(micros(h)).unwrap_or(i64::MAX)),
+                    o.token,
+                ),
+                BatchItem::Release(generation, kind, token) => {
+                    (*generation, *kind, "3", 0, -1, *token)
                 }
-                .to_string(),
-            );
-            rest.push(micros(o.latency).to_string());
+            };
+            rest.push(generation.to_string());
+            rest.push(kind_code(kind).to_string());
+            rest.push(verdict.to_string());
+            rest.push(latency.to_string());
+            rest.push(hint.to_string());
+            rest.push(token.to_string());
         }
         self.run(ScriptKind::Record, now_us, r, rest).await
     }
 
-    /// `release.lua`: a permit dropped without an outcome.
+    /// `release.lua`: a permit dropped without an outcome (`token`: a probe's lease
+    /// token, 0 for other kinds).
     pub async fn release(
         &self,
         generation: u64,
         kind: PermitKind,
+        token: u64,
         now_us: Option<u64>,
         r: f64,
     ) -> Result<Answer, StoreError> {
-        let rest = vec![generation.to_string(), kind_code(kind).to_string()];
+        let rest = vec![
+            generation.to_string(),
+            kind_code(kind).to_string(),
+            token.to_string(),
+        ];
+        self.run(ScriptKind::Release, now_us, r, rest).await
+    }
+
+    /// `release.lua` by token alone: gives back a probe slot reserved by an acquire whose
+    /// reply never arrived (it timed out on the client, but Redis ran it). `Recorded` if
+    /// the lease was live and is now free, `Stale` otherwise.
+    pub async fn cancel(
+        &self,
+        token: u64,
+        now_us: Option<u64>,
+        r: f64,
+    ) -> Result<Answer, StoreError> {
+        let rest = vec![
+            String::new(),
+            kind_code(PermitKind::Probe).to_string(),
+            token.to_string(),
+        ];
         self.run(ScriptKind::Release, now_us, r, rest).await
     }
 
@@ -306,18 +485,28 @@ impl RedisStore {
         r: f64,
     ) -> Result<Answer, StoreError> {
         let dur = |d: Option<Duration>| d.map_or(String::new(), |d| micros(d).to_string());
+        op.validate()?;
         let rest = match op {
             ManualOp::ForceOpen(d) => vec!["force_open".to_string(), dur(d)],
             ManualOp::Disable(d) => vec!["disable".to_string(), dur(d)],
             ManualOp::Reset => vec!["reset".to_string(), String::new()],
             ManualOp::Trip(reason) => vec!["trip".to_string(), reason.to_string()],
+            ManualOp::RestoreOpen(left) => vec!["restore_open".to_string(), dur(Some(left))],
             ManualOp::Repair => vec!["repair".to_string(), String::new()],
         };
         self.run(ScriptKind::Manual, now_us, r, rest).await
     }
 
-    /// `read.lua`: the stored state and the window's counts. Changes nothing.
+    /// `read.lua`: the stored state and the window's counts. Changes nothing: a corrupt
+    /// value is reported ([`StoreError::Corrupt`]), never rewritten.
     pub async fn read(&self, now_us: Option<u64>) -> Result<Answer, StoreError> {
         self.run(ScriptKind::Read, now_us, 0.0, Vec::new()).await
+    }
+
+    /// `read.lua` for a breaker's own refresh: like [`RedisStore::read`], but a corrupt
+    /// value is repaired (atomically, only if it is still corrupt).
+    pub async fn refresh(&self, now_us: Option<u64>) -> Result<Answer, StoreError> {
+        self.run(ScriptKind::Read, now_us, 0.0, vec!["repair".to_string()])
+            .await
     }
 }

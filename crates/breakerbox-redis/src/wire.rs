@@ -12,8 +12,8 @@ pub(crate) fn micros(duration: std::time::Duration) -> u64 {
     u64::try_from(duration.as_micros()).unwrap_or(u64::MAX)
 }
 
-/// The config as `lua/common.lua`'s `parse_config` reads it.
-pub(crate) fn encode_config(config: &Config) -> String {
+/// The config as `lua/common.lua`'s `parse_config` reads it, with the probe lease.
+pub(crate) fn encode_config(config: &Config, probe_lease: std::time::Duration) -> String {
     let (wk, wsize, wwidth, wbuckets) = match config.rate.map(|rule| rule.window) {
         None => ("n", 0, 0, 0),
         Some(WindowKind::Count { size }) => ("c", u64::from(size), 0, 0),
@@ -32,7 +32,7 @@ pub(crate) fn encode_config(config: &Config) -> String {
         .slow_call_threshold
         .map_or(-1, |t| i128::from(micros(t)) as i64);
     format!(
-        "{},{},{},{},{},{},{},{},{},{},{:?},{},{:?},{},{},{}",
+        "{},{},{},{},{},{},{},{},{},{},{:?},{},{:?},{},{},{},{}",
         config.consecutive_failures.unwrap_or(0),
         wk,
         wsize,
@@ -49,6 +49,7 @@ pub(crate) fn encode_config(config: &Config) -> String {
         config.max_probes,
         config.required_successes,
         micros(config.half_open_timeout),
+        micros(probe_lease).max(1),
     )
 }
 
@@ -61,6 +62,8 @@ pub enum ReplyDecision {
         generation: u64,
         /// The permit's kind.
         kind: PermitKind,
+        /// A probe's lease token (0 for other kinds): its outcome or release names it.
+        token: u64,
     },
     /// Acquire rejected the call.
     Rejected {
@@ -79,6 +82,9 @@ pub enum ReplyDecision {
     Done,
     /// A read: what the window holds now (zero outside closed).
     State(WindowCounts),
+    /// The script found the value corrupt (the reason) and replaced it by a fresh closed
+    /// state in the same atomic step; the operation itself was not applied.
+    Repaired(String),
 }
 
 /// The breaker's state as stored in Redis, after the operation.
@@ -101,6 +107,12 @@ pub struct StoredState {
     pub probe_successes: u32,
     /// Closed: the current failure streak.
     pub consecutive_failures: u32,
+    /// Grows with every write within one incarnation: views order news by it, never by
+    /// Redis time (which can step back). 0: nothing stored.
+    pub version: u64,
+    /// Names one life of the stored state (set when the hash is created): a different
+    /// incarnation means Redis lost the state and started anew. 0: nothing stored.
+    pub incarnation: u64,
 }
 
 impl StoredState {
@@ -146,6 +158,17 @@ fn int(values: &[Value], i: usize) -> Result<i64, ParseError> {
 fn uint(values: &[Value], i: usize) -> Result<u64, ParseError> {
     let n = int(values, i)?;
     u64::try_from(n).map_err(|_| ParseError::Protocol(format!("reply item {i} is {n}")))
+}
+
+/// A lease token: any u64, sent as a decimal string.
+fn token(values: &[Value], i: usize) -> Result<u64, ParseError> {
+    match values.get(i) {
+        Some(Value::BulkString(b)) => std::str::from_utf8(b)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| ParseError::Protocol(format!("reply item {i} is not a token"))),
+        _ => uint(values, i),
+    }
 }
 
 fn small(values: &[Value], i: usize) -> Result<u32, ParseError> {
@@ -209,22 +232,24 @@ pub(crate) fn parse_reply(value: &Value) -> Result<Reply, ParseError> {
         return Err(ParseError::Protocol(text(v, 1)?));
     }
     let state = StoredState {
-        phase: phase(v, 3)?,
-        generation: uint(v, 4)?,
-        since_us: uint(v, 5)?,
-        until_us: match int(v, 6)? {
+        phase: phase(v, 4)?,
+        generation: uint(v, 5)?,
+        since_us: uint(v, 6)?,
+        until_us: match int(v, 7)? {
             -1 => None,
             n => Some(u64::try_from(n).unwrap_or(0)),
         },
-        trips: small(v, 7)?,
-        in_flight: small(v, 8)?,
-        probe_successes: small(v, 9)?,
-        consecutive_failures: small(v, 10)?,
+        trips: small(v, 8)?,
+        in_flight: small(v, 9)?,
+        probe_successes: small(v, 10)?,
+        consecutive_failures: small(v, 11)?,
+        version: uint(v, 12)?,
+        incarnation: uint(v, 13)?,
     };
-    let now_us = uint(v, 11)?;
-    let count = uint(v, 12)? as usize;
-    let mut transitions = Vec::with_capacity(count);
-    let mut at = 13;
+    let now_us = uint(v, 14)?;
+    let count = usize::try_from(uint(v, 15)?).unwrap_or(usize::MAX);
+    let mut transitions = Vec::with_capacity(count.min(8));
+    let mut at = 16;
     for _ in 0..count {
         let name = text(v, at + 3)?;
         transitions.push(Transition {
@@ -240,6 +265,7 @@ pub(crate) fn parse_reply(value: &Value) -> Result<Reply, ParseError> {
         "admit" => ReplyDecision::Admitted {
             generation: uint(v, 1)?,
             kind: kind(int(v, 2)?)?,
+            token: token(v, 3)?,
         },
         "reject" => ReplyDecision::Rejected {
             phase: phase(v, 1)?,
@@ -251,9 +277,10 @@ pub(crate) fn parse_reply(value: &Value) -> Result<Reply, ParseError> {
         "recorded" => ReplyDecision::Recorded,
         "stale" => ReplyDecision::Stale,
         "done" => ReplyDecision::Done,
+        "repaired" => ReplyDecision::Repaired(text(v, 1)?),
         "batch" => {
-            let n = uint(v, 1)? as usize;
-            let mut codes = Vec::with_capacity(n);
+            let n = usize::try_from(uint(v, 1)?).unwrap_or(usize::MAX);
+            let mut codes = Vec::with_capacity(n.min(v.len()));
             for i in 0..n {
                 codes.push(int(v, at + i)? == 1);
             }

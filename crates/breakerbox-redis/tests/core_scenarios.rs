@@ -46,6 +46,8 @@ async fn build_with(
         .timeout(Duration::from_secs(2))
         .clock(clock.clone())
         .script_time_from_clock()
+        // The model's scenarios: probe leases (a Redis rule of their own) never run out.
+        .probe_lease(Duration::from_secs(24 * 3600))
         .listener(move |_: &str, e: &RedisEvent| log.lock().unwrap().push(e.clone()));
     let breaker = tweak(builder).build().await.unwrap();
     (

@@ -32,12 +32,7 @@ fn store(server: &RedisServer, name: &str, config: &Config) -> RedisStore {
 }
 
 fn failure(generation: u64) -> OutcomeArg {
-    OutcomeArg {
-        generation,
-        kind: PermitKind::Normal,
-        verdict: Verdict::Failure,
-        latency: Duration::ZERO,
-    }
+    OutcomeArg::new(generation, PermitKind::Normal, Verdict::Failure, Duration::ZERO)
 }
 
 #[tokio::test]

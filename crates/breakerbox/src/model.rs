@@ -127,6 +127,9 @@ pub enum TransitionReason {
     Disabled,
     /// `reset` was called.
     Reset,
+    /// A shared engine gave back an open phase its store had lost (a Redis restarted
+    /// empty, or a failover to a replica that was behind), from what a node still knew.
+    Restored,
 }
 
 impl TransitionReason {
@@ -142,6 +145,7 @@ impl TransitionReason {
             TransitionReason::ForcedOpen => "forced_open",
             TransitionReason::Disabled => "disabled",
             TransitionReason::Reset => "reset",
+            TransitionReason::Restored => "restored",
         }
     }
 
@@ -166,6 +170,7 @@ impl TransitionReason {
             "forced_open" => TransitionReason::ForcedOpen,
             "disabled" => TransitionReason::Disabled,
             "reset" => TransitionReason::Reset,
+            "restored" => TransitionReason::Restored,
             _ => return None,
         })
     }

@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use breakerbox::{Clock, Nanos, Phase};
+use breakerbox::{Clock, Nanos};
 use futures_util::StreamExt;
 use tokio::sync::{oneshot, Notify};
 use tokio::time::Instant;
@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use super::Inner;
 use crate::events::{RedisEvent, Stats};
 use crate::options::{LocalView, Mode};
-use crate::store::OutcomeArg;
+use crate::store::BatchItem;
 use crate::wire::ReplyDecision;
 
 impl<C: Clock + Clone> Inner<C> {
@@ -34,25 +34,22 @@ impl<C: Clock + Clone> Inner<C> {
             if self.is_down() {
                 return;
             }
-            let chunk: Vec<OutcomeArg> = match self.batch.lock() {
+            let chunk: Vec<BatchItem> = match self.batch.lock() {
                 Ok(mut batch) if !batch.is_empty() && (all || batch.len() >= batch_size) => {
                     let n = batch.len().min(batch_size.max(1));
                     batch.drain(..n).collect()
                 }
                 _ => return,
             };
-            match self
-                .store
-                .record(&chunk, self.now_arg(), self.sample())
-                .await
-            {
+            let r = self.sample();
+            match self.store.record_batch(&chunk, self.now_arg(), r).await {
                 Ok(answer) => {
                     Stats::add(&self.stats.flushes, 1);
-                    let reply = self.absorb(answer, false);
+                    let reply = self.absorb(answer, false, r);
                     if let ReplyDecision::Batch(codes) = reply.decision {
-                        for (outcome, recorded) in chunk.iter().zip(codes) {
-                            if !recorded {
-                                self.stale(outcome.generation);
+                        for (item, recorded) in chunk.iter().zip(codes) {
+                            if !recorded && matches!(item, BatchItem::Outcome(_)) {
+                                self.stale(item.generation());
                             }
                         }
                     }
@@ -66,60 +63,91 @@ impl<C: Clock + Clone> Inner<C> {
         }
     }
 
-    /// Re-reads the shared state when nothing has been heard for `every`.
-    async fn refresh_if_quiet(&self, every: Duration) {
+    /// Re-reads the shared state (authoritatively) when asked to (a message, news of
+    /// another incarnation) or when no news was accepted for `every`: refused news (older
+    /// versions, replies of a state Redis lost) never counts, so nothing starves this.
+    async fn refresh_if_due(&self, every: Duration) {
+        let asked = self.refresh_requested.swap(false, Ordering::AcqRel);
         let last = Nanos(self.last_news.load(Ordering::Acquire));
-        if self.clock.now().saturating_sub(last) < Nanos::from_duration(every) {
+        if !asked && self.clock.now().saturating_sub(last) < Nanos::from_duration(every) {
             return;
         }
-        match self.store.read(self.now_arg()).await {
+        self.refresh().await;
+    }
+
+    /// One authoritative read: repairs a corrupt value, gives back what Redis lost, adopts
+    /// Redis's state.
+    pub(crate) async fn refresh(&self) {
+        let result = match self.store.refresh(self.now_arg()).await {
             Ok(answer) => {
-                self.absorb(answer, true);
+                Stats::add(&self.stats.redis_calls, 1);
+                self.report_repair(answer.repaired);
+                self.adopt(answer.reply).await
             }
-            Err(error) => self.enter_outage(&error),
+            Err(error) => Err(error),
+        };
+        if let Err(error) = result {
+            self.enter_outage(&error);
+        }
+    }
+
+    fn report_repair(&self, repaired: Option<String>) {
+        if let Some(reason) = repaired {
+            Stats::add(&self.stats.repairs, 1);
+            self.emit(RedisEvent::CorruptRepaired { reason });
+        }
+    }
+
+    /// Gives back the probe slots of reservations this node may hold without knowing it.
+    async fn cancel_orphans(&self) {
+        let tokens: Vec<u64> = match self.orphans.lock() {
+            Ok(mut orphans) if !orphans.is_empty() => orphans.drain(..).collect(),
+            _ => return,
+        };
+        for (i, token) in tokens.iter().enumerate() {
+            match self.store.cancel(*token, self.now_arg(), 0.0).await {
+                Ok(answer) => {
+                    self.absorb(answer, false, 0.0);
+                }
+                Err(error) => {
+                    for token in &tokens[i..] {
+                        self.orphan(*token);
+                    }
+                    self.enter_outage(&error);
+                    return;
+                }
+            }
         }
     }
 
     /// One health check during an outage; `true` when the episode is over.
     async fn health_check(&self) -> bool {
-        match self.store.read(self.now_arg()).await {
+        match self.store.refresh(self.now_arg()).await {
             Ok(answer) => {
                 Stats::add(&self.stats.redis_calls, 1);
-                if let Some(reason) = answer.repaired {
-                    Stats::add(&self.stats.repairs, 1);
-                    self.emit(RedisEvent::CorruptRepaired { reason });
-                }
+                self.report_repair(answer.repaired);
                 self.resync(answer.reply).await.is_ok()
             }
             Err(_) => false,
         }
     }
 
-    /// A message on the breaker's channel: `phase,generation,remaining_us,now_us`
-    /// (remaining -1: never).
+    /// A message on the breaker's channel:
+    /// `phase,generation,remaining_us,now_us,version,incarnation`. A message is only a
+    /// hint: news newer than the view (or of another incarnation) triggers an
+    /// authoritative re-read, so a forged or stale message cannot move the view to a
+    /// state Redis does not hold.
     pub(crate) fn on_message(&self, payload: &str) {
-        let mut parts = payload.split(',');
-        let phase = parts.next().and_then(|p| p.parse::<u8>().ok());
-        let generation = parts.next().and_then(|g| g.parse::<u64>().ok());
-        let left = parts.next().and_then(|l| l.parse::<i64>().ok());
-        let as_of = parts.next().and_then(|t| t.parse::<u64>().ok());
-        let (Some(phase), Some(generation), Some(left), Some(as_of)) =
-            (phase, generation, left, as_of)
-        else {
+        let fields: Vec<&str> = payload.split(',').collect();
+        let number = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok());
+        let (Some(version), Some(incarnation)) = (number(4), number(5)) else {
             return;
         };
-        let phase = match phase {
-            0 => Phase::Closed,
-            1 => Phase::Open,
-            2 => Phase::HalfOpen,
-            3 => Phase::ForcedOpen,
-            4 => Phase::Disabled,
-            _ => return,
-        };
-        let remaining = u64::try_from(left).ok();
-        let now = self.clock.now();
-        self.last_news.store(now.as_u64(), Ordering::Release);
-        self.set_view(|v| v.merge(phase, generation, remaining, (as_of, now), false));
+        let view = self.view();
+        if view.known && view.incarnation == incarnation && version <= view.version {
+            return;
+        }
+        self.request_refresh();
     }
 }
 
@@ -135,6 +163,7 @@ pub(crate) async fn run<C: Clock + Clone>(weak: Weak<Inner<C>>, wake: Arc<Notify
         let wait = if inner.is_down() {
             if inner.health_check().await {
                 delay = None;
+                inner.cancel_orphans().await;
                 inner.flush().await;
                 last_flush = Instant::now();
                 Duration::ZERO
@@ -147,6 +176,7 @@ pub(crate) async fn run<C: Clock + Clone>(weak: Weak<Inner<C>>, wake: Arc<Notify
                 next
             }
         } else {
+            inner.cancel_orphans().await;
             match inner.mode {
                 Mode::LocalView(view) => {
                     let full = inner.batch.lock().map_or(0, |b| b.len()) >= view.batch_size;
@@ -158,9 +188,12 @@ pub(crate) async fn run<C: Clock + Clone>(weak: Weak<Inner<C>>, wake: Arc<Notify
                         inner.flush().await;
                         last_flush = Instant::now();
                     } else if full {
+                        // A full batch counts as the interval's flush: one per interval at
+                        // a rate that fills a batch per interval, not two.
                         inner.flush_batches(false).await;
+                        last_flush = Instant::now();
                     }
-                    inner.refresh_if_quiet(view.refresh_interval).await;
+                    inner.refresh_if_due(view.refresh_interval).await;
                     let since = last_flush.elapsed();
                     let mut next = view.flush_interval.saturating_sub(since);
                     if inner.urgent.load(Ordering::Acquire) {
@@ -169,7 +202,12 @@ pub(crate) async fn run<C: Clock + Clone>(weak: Weak<Inner<C>>, wake: Arc<Notify
                     next.min(view.refresh_interval)
                         .max(Duration::from_millis(1))
                 }
-                Mode::Strict => Duration::from_secs(1),
+                Mode::Strict => {
+                    // Strict mode decides nothing from the view; a refresh only serves
+                    // messages (repairs, restores) and keeps `local_phase` current.
+                    inner.refresh_if_due(Duration::from_secs(1)).await;
+                    Duration::from_secs(1)
+                }
             }
         };
         drop(inner);

@@ -114,6 +114,15 @@ impl<C: Clock + Clone> RedisBreakerBuilder<C> {
         self
     }
 
+    /// How long a half-open probe slot stays reserved for its caller (default 2 s): a
+    /// slot whose caller timed out, crashed or lost its outcome is reclaimed after this,
+    /// not at the end of the half-open phase. A probe still running when its lease ends
+    /// is not counted, so keep it above your probes' own timeout.
+    pub fn probe_lease(mut self, lease: Duration) -> Self {
+        self.store.probe_lease = lease;
+        self
+    }
+
     /// Strict or local-view mode (default: [`Mode::LocalView`] with [`LocalView::default`](crate::LocalView::default)).
     pub fn mode(mut self, mode: Mode) -> Self {
         self.mode = mode;
@@ -224,18 +233,16 @@ impl<C: Clock + Clone> RedisBreakerBuilder<C> {
             local_trip,
             pending_manual: Mutex::new(None),
             batch: Mutex::new(Vec::new()),
+            refresh_requested: AtomicBool::new(false),
+            orphans: Mutex::new(Vec::new()),
+            pending_sample: Mutex::new(None),
             urgent: AtomicBool::new(false),
             wake: wake.clone(),
             listeners: self.listeners,
             stats: Stats::default(),
             last_news: AtomicU64::new(0),
         });
-        match inner.store.read(inner.now_arg()).await {
-            Ok(answer) => {
-                inner.absorb(answer, true);
-            }
-            Err(error) => inner.enter_outage(&error),
-        }
+        inner.refresh().await;
         let (ready_tx, ready_rx) = oneshot::channel();
         tokio::spawn(background::listen(Arc::downgrade(&inner), Some(ready_tx)));
         tokio::spawn(background::run(Arc::downgrade(&inner), wake));

@@ -1,23 +1,31 @@
 //! Redis outages: the fallback policy, and resynchronisation when Redis is back.
 //!
-//! Which state wins when Redis returns:
+//! The fallback starts from the last shared state this node knew: an open phase (until X
+//! on the local clock) keeps rejecting until X under every policy, then the local breaker
+//! probes; a half-open phase probes locally; overrides hold as they were.
+//!
+//! Which state wins when Redis answers again (and on any authoritative read):
 //! 1. A manual override made on this node during the outage is pushed to Redis (the
 //!    operator's last word wins).
-//! 2. Otherwise, if the local fallback breaker tripped during the outage (it is open or
+//! 2. Otherwise, if Redis lost the state this node knew (another incarnation: restarted
+//!    empty; or a lower version: a failover to a replica that was behind) and the node
+//!    knows an open phase or an override that still holds, it is given back: an override
+//!    is pushed as it was (with the time it has left); an open phase is restored for the
+//!    time it has left if Redis is closed (`restore_open`). Whatever the fallback policy.
+//! 3. Otherwise, if the local fallback breaker tripped during the outage (it is open or
 //!    half-open) and Redis is closed, the trip is pushed (`manual.lua trip`): Redis opens
 //!    as if its own policy had tripped. If Redis is in any other phase, Redis wins.
-//!    The same holds for an override this node saw before the outage when Redis comes
-//!    back without it (restarted empty: its generation went back).
-//! 3. In every other case Redis wins: the local view is replaced by the stored state and
+//! 4. In every other case Redis wins: the local view is replaced by the stored state and
 //!    the fallback breaker is reset for the next outage.
 
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use breakerbox::model::PermitKind;
 use breakerbox::{CircuitOpen, Clock, Nanos, Phase};
 
 use super::permit::Route;
-use super::{Inner, RedisBreaker, RedisPermit};
+use super::{news_of, Inner, RedisBreaker, RedisPermit};
 use crate::events::{RedisEvent, Stats};
 use crate::options::Fallback;
 use crate::store::{ManualOp, StoreError};
@@ -30,9 +38,10 @@ impl<C: Clock + Clone> Inner<C> {
         if self.down.swap(true, Ordering::AcqRel) {
             return;
         }
-        self.down_since
-            .store(self.clock.now().as_u64(), Ordering::Release);
+        let now = self.clock.now();
+        self.down_since.store(now.as_u64(), Ordering::Release);
         Stats::add(&self.stats.outages, 1);
+        self.seed_fallback(now);
         tracing::warn!(
             target: "breakerbox_redis",
             breaker = self.name.as_str(),
@@ -47,66 +56,97 @@ impl<C: Clock + Clone> Inner<C> {
         self.wake.notify_one();
     }
 
-    /// Redis answered `read` again: push what must be pushed, adopt Redis's state, end
-    /// the episode.
-    pub(crate) async fn resync(&self, read: Reply) -> Result<(), StoreError> {
-        let mut pushed = None;
-        let mut pending = self.pending_manual.lock().ok().and_then(|mut p| p.take());
-        let mut latest = read;
-        // Redis lost the state (restarted empty: the generation went back) while this node
-        // holds an override it saw: push the override again.
+    /// The local fallback breaker starts from the shared phase this node knew: open
+    /// until its end (then it probes), or half-open (it probes at once).
+    fn seed_fallback(&self, now: Nanos) {
+        if self.fallback != Fallback::LocalBreaker {
+            return;
+        }
+        let view = self.view();
+        if !view.known {
+            return;
+        }
+        let left = match view.phase {
+            Phase::Open => view
+                .until
+                .map_or(Duration::ZERO, |u| u.saturating_sub(now).as_duration()),
+            Phase::HalfOpen => Duration::ZERO,
+            _ => return,
+        };
+        self.local.force_open_for(left);
+    }
+
+    /// The operation that gives back what Redis lost of the state this node knew, if
+    /// anything (rule 2 above).
+    pub(crate) fn restore_op(&self, stored: &Reply) -> Option<ManualOp> {
         let view = self.view();
         let now = self.clock.now();
-        if pending.is_none()
-            && view.known
-            && view.holds_at(now)
-            && latest.state.generation < view.generation
-        {
-            let left = view.until.map(|u| u.saturating_sub(now).as_duration());
-            pending = match view.phase {
-                Phase::ForcedOpen => Some(ManualOp::ForceOpen(left)),
-                Phase::Disabled => Some(ManualOp::Disable(left)),
-                _ => None,
-            };
+        if !view.is_lost_by(&news_of(&stored.state, stored.now_us)) || !view.holds_at(now) {
+            return None;
         }
-        if let Some(op) = pending {
-            match self.store.manual(op, self.now_arg(), self.sample()).await {
-                Ok(answer) => {
-                    latest = answer.reply;
-                    pushed = Some(match op {
-                        ManualOp::ForceOpen(_) => "force_open",
-                        ManualOp::Disable(_) => "disable",
-                        ManualOp::Reset => "reset",
-                        ManualOp::Trip(_) => "trip",
-                        ManualOp::Repair => "repair",
-                    });
-                }
+        let left = view.until.map(|u| u.saturating_sub(now).as_duration());
+        match view.phase {
+            Phase::Open => left.map(ManualOp::RestoreOpen),
+            Phase::ForcedOpen => Some(ManualOp::ForceOpen(left)),
+            Phase::Disabled => Some(ManualOp::Disable(left)),
+            _ => None,
+        }
+    }
+
+    /// Pushes `op`, returning Redis's state after it.
+    async fn push(&self, op: ManualOp) -> Result<Reply, StoreError> {
+        let r = self.sample();
+        let answer = self.store.manual(op, self.now_arg(), r).await?;
+        Ok(self.absorb(answer, false, r))
+    }
+
+    /// Takes in an authoritative read (a refresh): gives back what Redis lost, then
+    /// adopts Redis's state whatever its version.
+    pub(crate) async fn adopt(&self, read: Reply) -> Result<(), StoreError> {
+        let mut latest = read;
+        if let Some(op) = self.restore_op(&latest) {
+            tracing::warn!(
+                target: "breakerbox_redis",
+                breaker = self.name.as_str(),
+                pushed = op.name(),
+                "redis lost the breaker's state; restoring what this node knew"
+            );
+            latest = self.push(op).await?;
+        }
+        self.observe(&latest.state, latest.now_us, true);
+        Ok(())
+    }
+
+    /// Redis answered a read again: push what must be pushed, adopt Redis's state, end
+    /// the episode.
+    pub(crate) async fn resync(&self, read: Reply) -> Result<(), StoreError> {
+        let pending = self.pending_manual.lock().ok().and_then(|mut p| p.take());
+        let local_tripped = self.fallback == Fallback::LocalBreaker
+            && matches!(self.local.phase(), Phase::Open | Phase::HalfOpen);
+        let push = pending
+            .or_else(|| self.restore_op(&read))
+            .or_else(|| {
+                (local_tripped && read.state.phase == Phase::Closed).then(|| {
+                    let reason = self
+                        .local_trip
+                        .lock()
+                        .ok()
+                        .and_then(|r| *r)
+                        .unwrap_or("consecutive_failures");
+                    ManualOp::Trip(reason)
+                })
+            });
+        let mut latest = read;
+        if let Some(op) = push {
+            match self.push(op).await {
+                Ok(reply) => latest = reply,
                 Err(error) => {
-                    if let Ok(mut p) = self.pending_manual.lock() {
+                    if let (Some(op), Ok(mut p)) = (pending, self.pending_manual.lock()) {
                         p.get_or_insert(op);
                     }
                     return Err(error);
                 }
             }
-        } else if self.fallback == Fallback::LocalBreaker
-            && matches!(self.local.phase(), Phase::Open | Phase::HalfOpen)
-            && latest.state.phase == Phase::Closed
-        {
-            let reason = self
-                .local_trip
-                .lock()
-                .ok()
-                .and_then(|r| *r)
-                .unwrap_or("consecutive_failures");
-            let answer = self
-                .store
-                .manual(ManualOp::Trip(reason), self.now_arg(), self.sample())
-                .await?;
-            latest = answer.reply;
-            pushed = Some("trip");
-        }
-        for t in &latest.transitions {
-            self.emit(RedisEvent::Transition(*t));
         }
         self.observe(&latest.state, latest.now_us, true);
         self.local.reset();
@@ -116,6 +156,7 @@ impl<C: Clock + Clone> Inner<C> {
         let since = Nanos(self.down_since.load(Ordering::Acquire));
         self.down.store(false, Ordering::Release);
         let lasted = self.clock.now().saturating_sub(since).as_duration();
+        let pushed = push.map(ManualOp::name);
         tracing::info!(
             target: "breakerbox_redis",
             breaker = self.name.as_str(),
@@ -133,28 +174,34 @@ impl<C: Clock + Clone> RedisBreaker<C> {
     pub(crate) fn fallback_acquire(&self) -> Result<RedisPermit<C>, CircuitOpen> {
         let inner = &self.inner;
         Stats::add(&inner.stats.fallback_calls, 1);
-        // A manual override this node made or saw is kept through the outage.
+        // The last shared state this node knew holds through the outage, whatever the
+        // policy: an open phase until its end, an override until it expires.
         let view = inner.view();
         let now = inner.clock.now();
         if view.known && view.holds_at(now) {
+            let retry = view.until.map(|u| u.saturating_sub(now).as_duration());
             match view.phase {
-                Phase::ForcedOpen => {
-                    let retry = view.until.map(|u| u.saturating_sub(now).as_duration());
-                    return Err(inner.reject(CircuitOpen::new(Phase::ForcedOpen, retry)));
+                Phase::Open | Phase::ForcedOpen => {
+                    return Err(inner.reject(CircuitOpen::new(view.phase, retry)));
                 }
                 Phase::Disabled => {
-                    return Ok(self.permit(view.generation, PermitKind::Passthrough, Route::Free))
+                    return Ok(self.permit(
+                        view.generation,
+                        PermitKind::Passthrough,
+                        0,
+                        Route::Free,
+                    ))
                 }
                 _ => {}
             }
         }
         match inner.fallback {
-            Fallback::FailOpen => Ok(self.permit(0, PermitKind::Normal, Route::Free)),
+            Fallback::FailOpen => Ok(self.permit(0, PermitKind::Normal, 0, Route::Free)),
             Fallback::FailClosed => Err(inner.reject(CircuitOpen::new(Phase::Open, None))),
             Fallback::LocalBreaker => match inner.local.try_acquire_owned() {
                 Ok(permit) => {
                     let (generation, kind) = (permit.generation(), permit.kind());
-                    Ok(self.permit(generation, kind, Route::Local(Some(permit))))
+                    Ok(self.permit(generation, kind, 0, Route::Local(Some(permit))))
                 }
                 Err(open) => Err(inner.reject(open)),
             },

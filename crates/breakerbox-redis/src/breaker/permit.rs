@@ -7,7 +7,7 @@ use breakerbox::model::PermitKind;
 use breakerbox::{Clock, MonotonicClock, Nanos, OwnedPermit, Verdict};
 
 use super::Inner;
-use crate::store::OutcomeArg;
+use crate::store::{BatchItem, OutcomeArg};
 use crate::wire::ReplyDecision;
 
 /// Where a permit's outcome goes.
@@ -23,13 +23,16 @@ pub(crate) enum Route<C: Clock + Clone> {
 }
 
 /// The right to make one call. Record its verdict with [`RedisPermit::record`]; dropping
-/// it unrecorded releases it (a half-open probe's slot is freed in Redis by a background
-/// task; if that cannot run, the half-open deadline reclaims the slot).
+/// it unrecorded releases it (in Redis, by a background task or the next batch, so the
+/// release applies what is due, as in the model; a half-open probe's slot is freed, and
+/// if that cannot reach Redis, its lease runs out and the slot is reclaimed).
 #[must_use = "a permit records nothing unless a verdict is given"]
 pub struct RedisPermit<C: Clock + Clone = MonotonicClock> {
     inner: Arc<Inner<C>>,
     generation: u64,
     kind: PermitKind,
+    /// A probe's lease token (0 for other kinds).
+    token: u64,
     route: Route<C>,
     started: Nanos,
     done: bool,
@@ -50,6 +53,7 @@ impl<C: Clock + Clone> RedisPermit<C> {
         inner: Arc<Inner<C>>,
         generation: u64,
         kind: PermitKind,
+        token: u64,
         route: Route<C>,
     ) -> Self {
         let started = inner.clock.now();
@@ -57,6 +61,7 @@ impl<C: Clock + Clone> RedisPermit<C> {
             inner,
             generation,
             kind,
+            token,
             route,
             started,
             done: false,
@@ -110,13 +115,27 @@ impl<C: Clock + Clone> RedisPermit<C> {
     }
 
     /// Records `verdict` for a call that took `latency`.
-    pub async fn record_with_latency(mut self, verdict: Verdict, latency: Duration) {
+    pub async fn record_with_latency(self, verdict: Verdict, latency: Duration) {
+        self.record_with_retry_hint(verdict, latency, None).await
+    }
+
+    /// Records `verdict` for a call that took `latency`, with how long the dependency
+    /// asked to be left alone (an HTTP `Retry-After`): if this outcome opens the breaker,
+    /// the open phase lasts at least that long, capped at `max_open_duration`.
+    pub async fn record_with_retry_hint(
+        mut self,
+        verdict: Verdict,
+        latency: Duration,
+        retry_hint: Option<Duration>,
+    ) {
         self.done = true;
         let outcome = OutcomeArg {
             generation: self.generation,
             kind: self.kind,
             verdict,
             latency,
+            retry_hint,
+            token: self.token,
         };
         let inner = self.inner.clone();
         if matches!(self.route, Route::Free) && self.disable_expired() {
@@ -128,28 +147,30 @@ impl<C: Clock + Clone> RedisPermit<C> {
             Route::Free => {}
             Route::Local(permit) => {
                 if let Some(permit) = permit.take() {
-                    permit.record_with_latency(verdict, latency);
+                    permit.record_with_retry_hint(verdict, latency, retry_hint);
                 }
             }
             // Kept through an outage too: it belongs to the shared phase (a stale
             // generation makes it harmless if the phase moved on).
-            Route::Batched => inner.enqueue(outcome),
+            Route::Batched => inner.enqueue(BatchItem::Outcome(outcome)),
             Route::Redis => {
                 if inner.is_down() {
+                    // The outcome is lost, but not the slot: cancelled when Redis is back.
+                    inner.orphan(self.token);
                     return;
                 }
-                match inner
-                    .store
-                    .record(&[outcome], inner.now_arg(), inner.sample())
-                    .await
-                {
+                let r = inner.sample();
+                match inner.store.record(&[outcome], inner.now_arg(), r).await {
                     Ok(answer) => {
-                        let reply = inner.absorb(answer, false);
+                        let reply = inner.absorb(answer, false, r);
                         if reply.decision == ReplyDecision::Batch(vec![false]) {
                             inner.stale(self.generation);
                         }
                     }
-                    Err(error) => inner.enter_outage(&error),
+                    Err(error) => {
+                        inner.orphan(self.token);
+                        inner.enter_outage(&error);
+                    }
                 }
             }
         }
@@ -176,32 +197,42 @@ impl<C: Clock + Clone> Drop for RedisPermit<C> {
         if self.done {
             return;
         }
-        let expired_passthrough = matches!(self.route, Route::Free) && self.disable_expired();
-        if let Route::Redis = self.route {
-            if self.kind != PermitKind::Probe || self.inner.is_down() {
+        match self.route {
+            // The next batch carries the release (it applies what is due, as in the model).
+            Route::Batched => {
+                self.inner
+                    .enqueue(BatchItem::Release(self.generation, self.kind, self.token));
                 return;
             }
-        } else if !expired_passthrough {
+            Route::Redis => {}
+            Route::Free if self.disable_expired() => {}
+            Route::Free | Route::Local(_) => return,
+        }
+        if self.inner.is_down() {
+            self.inner.orphan(self.token);
             return;
         }
-        {
-            let Ok(handle) = tokio::runtime::Handle::try_current() else {
-                return;
-            };
-            let inner = self.inner.clone();
-            let (generation, kind) = (self.generation, self.kind);
-            handle.spawn(async move {
-                match inner
-                    .store
-                    .release(generation, kind, inner.now_arg(), inner.sample())
-                    .await
-                {
-                    Ok(answer) => {
-                        inner.absorb(answer, false);
-                    }
-                    Err(error) => inner.enter_outage(&error),
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            // No runtime to send it from: a probe's lease runs out instead.
+            return;
+        };
+        let inner = self.inner.clone();
+        let (generation, kind, token) = (self.generation, self.kind, self.token);
+        handle.spawn(async move {
+            let r = inner.sample();
+            match inner
+                .store
+                .release(generation, kind, token, inner.now_arg(), r)
+                .await
+            {
+                Ok(answer) => {
+                    inner.absorb(answer, false, r);
                 }
-            });
-        }
+                Err(error) => {
+                    inner.orphan(token);
+                    inner.enter_outage(&error);
+                }
+            }
+        });
     }
 }

@@ -19,8 +19,21 @@ pub(crate) struct View {
     pub(crate) until: Option<Nanos>,
     /// Whether anything was heard yet.
     pub(crate) known: bool,
-    /// The Redis time (microseconds) the news was true at: later news wins.
-    pub(crate) as_of_us: u64,
+    /// The stored state's version (grows with every write within an incarnation).
+    pub(crate) version: u64,
+    /// The stored state's incarnation (0: nothing was stored).
+    pub(crate) incarnation: u64,
+}
+
+/// News about the stored state: what a script reply or a read says.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) struct News {
+    pub(crate) phase: Phase,
+    pub(crate) generation: u64,
+    /// Time left of the phase or override, in microseconds (`None`: never).
+    pub(crate) remaining_us: Option<u64>,
+    pub(crate) version: u64,
+    pub(crate) incarnation: u64,
 }
 
 impl View {
@@ -29,7 +42,8 @@ impl View {
         generation: 0,
         until: None,
         known: false,
-        as_of_us: 0,
+        version: 0,
+        incarnation: 0,
     };
 
     /// Whether the phase's end (or the override's) is still ahead at `now`.
@@ -37,28 +51,51 @@ impl View {
         self.until.is_none_or(|until| now < until)
     }
 
-    /// The view after news of `phase`/`generation` with `remaining_us` left (`None`:
-    /// never), true at Redis time `as_of_us` and heard at local time `now`. News older
-    /// than what the view holds (a reply overtaken by a pub/sub message, or the reverse)
-    /// is ignored unless `force`. Ordering by Redis time rather than by generation keeps
-    /// a breaker whose hash expired or was lost (generation back to 0) in sync.
-    pub(crate) fn merge(
-        &self,
-        phase: Phase,
-        generation: u64,
-        remaining_us: Option<u64>,
-        (as_of_us, now): (u64, Nanos),
-        force: bool,
-    ) -> View {
-        if self.known && !force && as_of_us < self.as_of_us {
-            return *self;
+    /// Whether `news` is older than this view: the same incarnation at a lower version.
+    /// Any state is newer than none (incarnation 0). News of another incarnation is
+    /// neither older nor newer: only an authoritative read may replace the view with it (Redis lost the state, or the view is of a state Redis
+    /// no longer holds).
+    pub(crate) fn is_newer_or_equal(&self, news: &News) -> bool {
+        !self.known
+            || self.incarnation == 0
+            || (news.incarnation == self.incarnation && news.version >= self.version)
+    }
+
+    /// Whether `news` says Redis lost what this view knew: another incarnation, or the
+    /// same one at a lower version (a failover to a replica that was behind).
+    pub(crate) fn is_lost_by(&self, news: &News) -> bool {
+        self.known
+            && self.incarnation != 0
+            && (news.incarnation != self.incarnation || news.version < self.version)
+    }
+
+    /// The view after `news`, heard at local time `now`, if it is accepted: news is
+    /// ordered by (incarnation, version), which the scripts make monotonic, never by
+    /// Redis time (which steps back). `authoritative` news (a read this node's refresh
+    /// made) is always accepted.
+    pub(crate) fn merge(&self, news: &News, now: Nanos, authoritative: bool) -> Option<View> {
+        if !authoritative && !self.is_newer_or_equal(news) {
+            return None;
         }
+        Some(View {
+            phase: news.phase,
+            generation: news.generation,
+            until: news
+                .remaining_us
+                .map(|us| now.saturating_add(Nanos(us.saturating_mul(1_000)))),
+            known: true,
+            version: news.version,
+            incarnation: news.incarnation,
+        })
+    }
+
+    /// The view with its phase set by this node (a manual operation), keeping the rest.
+    pub(crate) fn with_phase(&self, phase: Phase, until: Option<Nanos>) -> View {
         View {
             phase,
-            generation,
-            until: remaining_us.map(|us| now.saturating_add(Nanos(us.saturating_mul(1_000)))),
+            until,
             known: true,
-            as_of_us,
+            ..*self
         }
     }
 }
@@ -73,7 +110,8 @@ pub(crate) struct ViewCell {
     word: AtomicU64,
     /// Local nanoseconds, `u64::MAX` for none.
     until: AtomicU64,
-    as_of_us: AtomicU64,
+    version: AtomicU64,
+    incarnation: AtomicU64,
     writer: Mutex<()>,
 }
 
@@ -84,10 +122,11 @@ impl ViewCell {
             seq: AtomicU64::new(0),
             word: AtomicU64::new(0),
             until: AtomicU64::new(u64::MAX),
-            as_of_us: AtomicU64::new(0),
+            version: AtomicU64::new(0),
+            incarnation: AtomicU64::new(0),
             writer: Mutex::new(()),
         };
-        cell.update(|_| View::UNKNOWN);
+        cell.update(|_| Some(View::UNKNOWN));
         cell
     }
 
@@ -99,7 +138,8 @@ impl ViewCell {
             if s1 & 1 == 0 {
                 let word = self.word.load(Ordering::Relaxed);
                 let until = self.until.load(Ordering::Relaxed);
-                let as_of_us = self.as_of_us.load(Ordering::Relaxed);
+                let version = self.version.load(Ordering::Relaxed);
+                let incarnation = self.incarnation.load(Ordering::Relaxed);
                 fence(Ordering::Acquire);
                 if self.seq.load(Ordering::Relaxed) == s1 {
                     return View {
@@ -108,7 +148,8 @@ impl ViewCell {
                         generation: word >> 4,
                         until: (until != u64::MAX).then_some(Nanos(until)),
                         known: word & 0b1000 != 0,
-                        as_of_us,
+                        version,
+                        incarnation,
                     };
                 }
             }
@@ -116,10 +157,12 @@ impl ViewCell {
         }
     }
 
-    /// Replaces the view by `f(current)`.
-    pub(crate) fn update(&self, f: impl FnOnce(&View) -> View) {
+    /// Replaces the view by `f(current)` if it gives one; returns whether it did.
+    pub(crate) fn update(&self, f: impl FnOnce(&View) -> Option<View>) -> bool {
         let _writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-        let next = f(&self.load());
+        let Some(next) = f(&self.load()) else {
+            return false;
+        };
         let word =
             (next.generation << 4) | (u64::from(next.known) << 3) | next.phase.index() as u64;
         let s = self.seq.load(Ordering::Relaxed);
@@ -130,8 +173,11 @@ impl ViewCell {
             next.until.map_or(u64::MAX, |u| u.as_u64()),
             Ordering::Relaxed,
         );
-        self.as_of_us.store(next.as_of_us, Ordering::Relaxed);
+        self.version.store(next.version, Ordering::Relaxed);
+        self.incarnation
+            .store(next.incarnation, Ordering::Relaxed);
         self.seq.store(s.wrapping_add(2), Ordering::Release);
+        true
     }
 }
 
@@ -147,7 +193,8 @@ mod tests {
             generation,
             until: (generation % 3 != 0).then_some(Nanos(generation * 1_000)),
             known: true,
-            as_of_us: generation * 7,
+            version: generation * 7,
+            incarnation: generation % 2 + 1,
         }
     }
 
@@ -173,7 +220,7 @@ mod tests {
             })
             .collect();
         for generation in 1..=200_000 {
-            cell.update(|_| view_of(generation));
+            cell.update(|_| Some(view_of(generation)));
         }
         stop.store(true, Ordering::Relaxed);
         for r in readers {
@@ -182,13 +229,34 @@ mod tests {
         assert_eq!(cell.load(), view_of(200_000));
     }
 
+    fn news(phase: Phase, version: u64, incarnation: u64) -> News {
+        News {
+            phase,
+            generation: version,
+            remaining_us: Some(10),
+            version,
+            incarnation,
+        }
+    }
+
     #[test]
-    fn older_news_is_ignored_unless_forced() {
-        let v = View::UNKNOWN.merge(Phase::Open, 3, Some(10), (100, Nanos(5)), false);
+    fn news_is_ordered_by_version_not_by_time() {
+        let v = View::UNKNOWN
+            .merge(&news(Phase::Open, 3, 9), Nanos(5), false)
+            .unwrap();
         assert_eq!(v.until, Some(Nanos(10_005)));
-        let older = v.merge(Phase::Closed, 2, None, (99, Nanos(6)), false);
-        assert_eq!(older, v);
-        let forced = v.merge(Phase::Closed, 0, None, (1, Nanos(6)), true);
-        assert_eq!((forced.phase, forced.generation), (Phase::Closed, 0));
+        // An older version is refused; the same or a newer one is taken.
+        assert_eq!(v.merge(&news(Phase::Closed, 2, 9), Nanos(6), false), None);
+        assert!(v.merge(&news(Phase::Open, 3, 9), Nanos(6), false).is_some());
+        let newer = v.merge(&news(Phase::Closed, 4, 9), Nanos(6), false).unwrap();
+        assert_eq!((newer.phase, newer.version), (Phase::Closed, 4));
+        // Another incarnation is taken only from an authoritative read, and says Redis
+        // lost what the view knew.
+        assert_eq!(v.merge(&news(Phase::Closed, 50, 10), Nanos(6), false), None);
+        assert!(v.is_lost_by(&news(Phase::Closed, 50, 10)));
+        assert!(v.is_lost_by(&news(Phase::Closed, 2, 9)));
+        assert!(!v.is_lost_by(&news(Phase::Closed, 4, 9)));
+        let read = v.merge(&news(Phase::Closed, 1, 10), Nanos(6), true).unwrap();
+        assert_eq!((read.phase, read.incarnation), (Phase::Closed, 10));
     }
 }

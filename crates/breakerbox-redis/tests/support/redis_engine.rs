@@ -59,6 +59,8 @@ impl ScenarioEngine for RedisEngine {
             .timeout(Duration::from_secs(2))
             .clock(clock.clone())
             .script_time_from_clock()
+            // The model's scenarios: probe leases (a Redis rule of their own) never run out.
+            .probe_lease(Duration::from_secs(24 * 3600))
             .listener(move |_: &str, e: &RedisEvent| log.lock().unwrap().push(e.clone()));
         if let Some(jitter) = jitter {
             builder = builder.jitter_source(move || jitter());
