@@ -173,17 +173,19 @@ impl<C: Clock + Clone> Inner<C> {
         self.view.update(|v| Some(f(v)));
     }
 
-    /// Takes in what a script call (run with jitter sample `r`) answered: repairs,
-    /// transitions and the view. `authoritative`: a read this node's refresh made, which
-    /// replaces the view whatever its version.
-    pub(crate) fn absorb(&self, answer: Answer, authoritative: bool, r: f64) -> Reply {
+    /// Takes in what a script call (run with jitter sample `r`, if it took one)
+    /// answered: repairs, transitions and the view. `authoritative`: a read this node's
+    /// refresh made, which replaces the view whatever its version.
+    pub(crate) fn absorb(&self, answer: Answer, authoritative: bool, r: Option<f64>) -> Reply {
         Stats::add(&self.stats.redis_calls, 1);
         if let Some(reason) = answer.repaired {
             Stats::add(&self.stats.repairs, 1);
             self.emit(RedisEvent::CorruptRepaired { reason });
         }
         let reply = answer.reply;
-        self.settle_sample(r, &reply);
+        if let Some(r) = r {
+            self.settle_sample(r, &reply);
+        }
         self.observe(&reply.state, reply.now_us, authoritative);
         for t in &reply.transitions {
             self.emit(RedisEvent::Transition(*t));
@@ -369,7 +371,7 @@ impl<C: Clock + Clone> RedisBreaker<C> {
             .await
         {
             Ok(answer) => {
-                let reply = inner.absorb(answer, false, r);
+                let reply = inner.absorb(answer, false, Some(r));
                 match reply.decision {
                     ReplyDecision::Admitted {
                         generation,
@@ -474,7 +476,7 @@ impl<C: Clock + Clone> RedisBreaker<C> {
         let r = inner.sample();
         match inner.store.manual(op, inner.now_arg(), r).await {
             Ok(answer) => {
-                inner.absorb(answer, false, r);
+                inner.absorb(answer, false, Some(r));
                 Ok(())
             }
             Err(error) => {
@@ -509,7 +511,7 @@ impl<C: Clock + Clone> RedisBreaker<C> {
     pub async fn snapshot(&self) -> Result<Snapshot, StoreError> {
         let inner = &self.inner;
         let answer = inner.store.read(inner.now_arg()).await?;
-        let reply = inner.absorb(answer, false, 0.0);
+        let reply = inner.absorb(answer, false, None);
         let window = match reply.decision {
             ReplyDecision::State(counts) => counts,
             _ => WindowCounts::default(),

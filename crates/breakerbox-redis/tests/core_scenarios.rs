@@ -2,7 +2,7 @@
 //! by a `ManualClock` from zero), kept where the shared, engine-generic suite
 //! (`shared_scenarios.rs`, the core's own files) does not cover them: async calls and
 //! their cancellation, concurrent tasks, events and their reasons, the Redis variants of
-//! jitter and disable expiry (engine differences, see `shared_scenarios.rs`), and the
+//! jitter with a constant sample, disable expiry, and the
 //! snapshot's `retry_after` of an expiring override.
 
 #![allow(clippy::unwrap_used)] // tests unwrap

@@ -53,6 +53,7 @@ on_redis! {
         open_timeout_leads_to_half_open,
         half_open_timeout_leads_back_to_open,
         a_probe_result_after_the_deadline_reopens_even_if_no_acquire_noticed,
+        a_normal_permit_dropped_after_the_deadline_reopens,
         late_result_from_older_generation_changes_nothing,
         dropped_probe_permit_frees_its_slot,
         ignore_only_frees_the_probe_slot,
@@ -76,12 +77,9 @@ on_redis! {
         backoff_grows_open_duration_and_caps,
         the_half_open_deadline_counts_as_a_trip_for_backoff,
         reset_clears_the_backoff,
-        // engine difference: jitter_only_shortens_with_injected_randomness. The Redis engine
-        // sends a jitter sample with every script call (the script, not the client, decides
-        // whether a call re-opens), so a sequence of samples is consumed one per acquire and
-        // outcome, not one per re-open: open durations [750ms, 2s, 3.5s, 3.75s] where the
-        // core gives [1s, 1.5s, 2.5s, 5.25s]. core_scenarios.rs checks Redis jitter with a
-        // constant sample.
+        // A sample a script call did not use (it opened nothing) is kept for the next
+        // call, so samples are consumed one per re-open, as in the in-memory engine.
+        jitter_only_shortens_with_injected_randomness,
         retry_after_on_every_rejection,
     ]
     manual: [

@@ -142,9 +142,8 @@ impl Ticket {
         }
     }
 
-    /// Records `verdict` with the upstream's retry hint (a judged `Retry-After`): an
-    /// in-memory breaker opened by this outcome stays open at least that long. The shared
-    /// (Redis) engine takes no hints yet.
+    /// Records `verdict` with the upstream's retry hint (a judged `Retry-After`): a
+    /// breaker opened by this outcome stays open at least that long.
     pub async fn record_hinted(
         self,
         verdict: Verdict,
@@ -153,7 +152,10 @@ impl Ticket {
     ) {
         match self {
             Ticket::Local(p) => p.record_with_retry_hint(verdict, latency, retry_hint),
-            Ticket::Shared(p) => p.record_with_latency(verdict, latency).await,
+            Ticket::Shared(p) => {
+                p.record_with_retry_hint(verdict, latency, retry_hint)
+                    .await
+            }
         }
     }
 }

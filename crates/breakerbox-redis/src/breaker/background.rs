@@ -45,7 +45,7 @@ impl<C: Clock + Clone> Inner<C> {
             match self.store.record_batch(&chunk, self.now_arg(), r).await {
                 Ok(answer) => {
                     Stats::add(&self.stats.flushes, 1);
-                    let reply = self.absorb(answer, false, r);
+                    let reply = self.absorb(answer, false, Some(r));
                     if let ReplyDecision::Batch(codes) = reply.decision {
                         for (item, recorded) in chunk.iter().zip(codes) {
                             if !recorded && matches!(item, BatchItem::Outcome(_)) {
@@ -107,7 +107,7 @@ impl<C: Clock + Clone> Inner<C> {
         for (i, token) in tokens.iter().enumerate() {
             match self.store.cancel(*token, self.now_arg(), 0.0).await {
                 Ok(answer) => {
-                    self.absorb(answer, false, 0.0);
+                    self.absorb(answer, false, None);
                 }
                 Err(error) => {
                     for token in &tokens[i..] {

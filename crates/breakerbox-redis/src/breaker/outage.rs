@@ -97,7 +97,7 @@ impl<C: Clock + Clone> Inner<C> {
     async fn push(&self, op: ManualOp) -> Result<Reply, StoreError> {
         let r = self.sample();
         let answer = self.store.manual(op, self.now_arg(), r).await?;
-        Ok(self.absorb(answer, false, r))
+        Ok(self.absorb(answer, false, Some(r)))
     }
 
     /// Takes in an authoritative read (a refresh): gives back what Redis lost, then

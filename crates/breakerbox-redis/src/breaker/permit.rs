@@ -162,7 +162,7 @@ impl<C: Clock + Clone> RedisPermit<C> {
                 let r = inner.sample();
                 match inner.store.record(&[outcome], inner.now_arg(), r).await {
                     Ok(answer) => {
-                        let reply = inner.absorb(answer, false, r);
+                        let reply = inner.absorb(answer, false, Some(r));
                         if reply.decision == ReplyDecision::Batch(vec![false]) {
                             inner.stale(self.generation);
                         }
@@ -226,7 +226,7 @@ impl<C: Clock + Clone> Drop for RedisPermit<C> {
                 .await
             {
                 Ok(answer) => {
-                    inner.absorb(answer, false, r);
+                    inner.absorb(answer, false, Some(r));
                 }
                 Err(error) => {
                     inner.orphan(token);

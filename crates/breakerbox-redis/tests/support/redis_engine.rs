@@ -43,6 +43,9 @@ impl Drop for RedisEngine {
 }
 
 impl ScenarioEngine for RedisEngine {
+    /// A script call needs its sample up front; an unused one is kept for the next call.
+    const SAMPLES_DRAWN_AHEAD: usize = 1;
+
     type Permit<'a> = RedisHandle<'a>;
 
     fn build(config: ConfigBuilder, clock: &ManualClock, jitter: Option<Jitter>) -> Self {
@@ -180,16 +183,15 @@ impl ScenarioPermit for RedisHandle<'_> {
 }
 
 impl Drop for RedisHandle<'_> {
-    /// An unrecorded probe is released by a task the permit spawns on the runtime; wait
-    /// (bounded) until Redis has answered it, so the release has taken effect on return,
-    /// as it has in the in-memory engine.
+    /// An unrecorded permit is released by a task it spawns on the runtime (every kind:
+    /// a release applies what is due); wait (bounded) until Redis has answered it, so
+    /// the release has taken effect on return, as it has in the in-memory engine.
     fn drop(&mut self) {
         let Some(permit) = self.permit.take() else {
             return;
         };
         let breaker = self.engine.breaker();
         let calls_before = breaker.stats().redis_calls;
-        let probe = permit.is_probe();
         // A pass-through permit dropped after its disable expired also releases in Redis
         // (that closes the breaker); before the expiry it sends nothing.
         let passthrough = permit.kind() == breakerbox::model::PermitKind::Passthrough;
@@ -197,17 +199,14 @@ impl Drop for RedisHandle<'_> {
             let _inside = self.engine.runtime.enter();
             drop(permit);
         }
-        if !probe && !passthrough {
-            return;
-        }
         self.engine.block_on(async {
-            for _ in 0..if probe { 400 } else { 20 } {
+            for _ in 0..if passthrough { 20 } else { 400 } {
                 if breaker.stats().redis_calls > calls_before {
                     return;
                 }
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
-            assert!(!probe, "the dropped probe's release never reached Redis");
+            assert!(passthrough, "the dropped permit's release never reached Redis");
         });
     }
 }

@@ -20,6 +20,11 @@ pub(crate) type Jitter = Arc<dyn Fn() -> f64 + Send + Sync>;
 
 /// One breaker, driven by a scenario.
 pub(crate) trait ScenarioEngine: Sized {
+    /// Jitter samples the engine may draw before it knows whether an operation opens the
+    /// breaker (and keeps for the next one when it does not): 0 where the engine draws at
+    /// the re-open itself, 1 where a script decides and needs its sample up front.
+    const SAMPLES_DRAWN_AHEAD: usize = 0;
+
     /// The right to make one call.
     type Permit<'a>: ScenarioPermit
     where

@@ -23,6 +23,7 @@ in_memory_scenarios! {
     open_timeout_leads_to_half_open,
     half_open_timeout_leads_back_to_open,
     a_probe_result_after_the_deadline_reopens_even_if_no_acquire_noticed,
+    a_normal_permit_dropped_after_the_deadline_reopens,
     late_result_from_older_generation_changes_nothing,
     dropped_probe_permit_frees_its_slot,
     ignore_only_frees_the_probe_slot,

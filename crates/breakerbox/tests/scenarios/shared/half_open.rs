@@ -151,6 +151,26 @@ pub(crate) fn a_probe_result_after_the_deadline_reopens_even_if_no_acquire_notic
     assert_eq!(snap.retry_after, Some(Duration::from_secs(10)));
 }
 
+pub(crate) fn a_normal_permit_dropped_after_the_deadline_reopens<E: ScenarioEngine>() {
+    // Rule 1: every release applies what is due, whatever the permit, so the half-open
+    // deadline takes effect at the drop of a permit from the closed era.
+    let (clock, breaker) = start::<E>(one_failure_trips());
+    let from_closed = breaker.try_acquire().unwrap();
+    trip(&breaker);
+    clock.advance(Duration::from_secs(10));
+    let probe = breaker.try_acquire().unwrap();
+    let half_open = probe.generation();
+    clock.advance(Duration::from_secs(30));
+    drop(from_closed);
+    let snap = breaker.snapshot();
+    assert_eq!(
+        (snap.phase, snap.generation, snap.trips),
+        (Phase::Open, half_open + 1, 2)
+    );
+    assert_eq!(snap.retry_after, Some(Duration::from_secs(10)));
+    drop(probe);
+}
+
 pub(crate) fn late_result_from_older_generation_changes_nothing<E: ScenarioEngine>() {
     let (clock, breaker) = start::<E>(one_failure_trips().max_probes(2).required_successes(2));
     let from_closed = breaker.try_acquire().unwrap();
