@@ -425,7 +425,8 @@ impl RedisStore {
                         Verdict::Ignore => "2",
                     },
                     micros(o.latency),
-                    o.retry_hint.map_or(-1, |h| i64::try_from(micros(h)).unwrap_or(i64::MAX)),
+                    o.retry_hint
+                        .map_or(-1, |h| i64::try_from(micros(h)).unwrap_or(i64::MAX)),
                     o.token,
                 ),
                 BatchItem::Release(generation, kind, token) => {

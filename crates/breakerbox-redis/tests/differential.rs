@@ -179,7 +179,11 @@ fn ns(us: u64) -> Nanos {
 }
 
 fn kind_of(code: u8) -> PermitKind {
-    [PermitKind::Normal, PermitKind::Probe, PermitKind::Passthrough][usize::from(code % 3)]
+    [
+        PermitKind::Normal,
+        PermitKind::Probe,
+        PermitKind::Passthrough,
+    ][usize::from(code % 3)]
 }
 
 /// A permit the sequence holds: generation, kind, lease token, lease deadline (probes).
@@ -258,8 +262,7 @@ impl Harness<'_> {
                 && permit.lease_until_us <= self.now_us
                 && permit.lease_until_us != 0
             {
-                if self.model.phase == Phase::HalfOpen
-                    && permit.generation == self.model.generation
+                if self.model.phase == Phase::HalfOpen && permit.generation == self.model.generation
                 {
                     let step = self.model.apply(
                         Operation::Release {
@@ -300,7 +303,12 @@ impl Harness<'_> {
                 let ReplyDecision::State(counts) = reply.decision else {
                     return Err(TestCaseError::fail(format!("{ctx}: read gave {reply:?}")));
                 };
-                prop_assert_eq!(counts, model.window.counts(ns(self.now_us)), "{}: window", ctx);
+                prop_assert_eq!(
+                    counts,
+                    model.window.counts(ns(self.now_us)),
+                    "{}: window",
+                    ctx
+                );
             }
         }
         // Versions only grow within one incarnation, which never changes here.
@@ -351,7 +359,11 @@ impl Harness<'_> {
                             generation,
                             kind,
                             token: *t,
-                            lease_until_us: if probe { self.now_us + self.lease_us } else { 0 },
+                            lease_until_us: if probe {
+                                self.now_us + self.lease_us
+                            } else {
+                                0
+                            },
                         });
                         self.seen.insert(format!("{kind:?}"));
                     }
@@ -367,7 +379,9 @@ impl Harness<'_> {
                         self.seen.insert("Rejected".into());
                     }
                     (m, l) => {
-                        return Err(TestCaseError::fail(format!("{ctx}: model {m:?} vs lua {l:?}")))
+                        return Err(TestCaseError::fail(format!(
+                            "{ctx}: model {m:?} vs lua {l:?}"
+                        )))
                     }
                 }
                 reply
@@ -445,7 +459,12 @@ impl Harness<'_> {
                     .await
                     .unwrap()
                     .reply;
-                prop_assert_eq!(&reply.decision, &ReplyDecision::Batch(codes), "{}: codes", ctx);
+                prop_assert_eq!(
+                    &reply.decision,
+                    &ReplyDecision::Batch(codes),
+                    "{}: codes",
+                    ctx
+                );
                 reply
             }
             Op::Release(pick) | Op::Cancel(pick) => {
@@ -481,7 +500,13 @@ impl Harness<'_> {
                     self.store.cancel(permit.token, Some(self.now_us), r).await
                 } else {
                     self.store
-                        .release(permit.generation, permit.kind, permit.token, Some(self.now_us), r)
+                        .release(
+                            permit.generation,
+                            permit.kind,
+                            permit.token,
+                            Some(self.now_us),
+                            r,
+                        )
                         .await
                 };
                 let reply = answer.unwrap().reply;
@@ -589,10 +614,9 @@ fn lua_scripts_and_pure_model_agree_on_generated_sequences() {
         };
         runtime.block_on(async {
             for (i, (advance, r, op)) in steps.iter().enumerate() {
-                harness
-                    .step(*advance, *r, op)
-                    .await
-                    .map_err(|e| TestCaseError::fail(format!("step {i} of {config:?} lease {lease:?}: {e}")))?;
+                harness.step(*advance, *r, op).await.map_err(|e| {
+                    TestCaseError::fail(format!("step {i} of {config:?} lease {lease:?}: {e}"))
+                })?;
             }
             Ok::<(), TestCaseError>(())
         })?;
@@ -630,6 +654,9 @@ fn lua_scripts_and_pure_model_agree_on_generated_sequences() {
         "disabled",
         "reset",
     ] {
-        assert!(seen.contains(needed), "no sequence reached {needed}: {seen:?}");
+        assert!(
+            seen.contains(needed),
+            "no sequence reached {needed}: {seen:?}"
+        );
     }
 }

@@ -353,3 +353,56 @@ async fn an_acl_user_in_the_url_authenticates_and_a_wrong_password_falls_back() 
         "fail-closed while redis refuses us"
     );
 }
+
+/// A probe slot reserved by an acquire that timed out on the client (Redis ran it when it
+/// resumed) does not wedge the half-open phase: a new probe is admitted within one lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_probe_reserved_by_a_timed_out_acquire_is_given_back() {
+    let server = RedisServer::start();
+    let config = Config::builder()
+        .consecutive_failures(1)
+        .recovery_timeout(Duration::from_millis(300))
+        .half_open_timeout(Duration::from_secs(30))
+        .max_probes(1)
+        .build()
+        .unwrap();
+    let lease = Duration::from_millis(1_000);
+    let b = RedisBreaker::builder(server.url(), "orphan")
+        .config(config)
+        .mode(Mode::Strict)
+        .fallback(Fallback::FailClosed)
+        .timeout(TIMEOUT)
+        .probe_lease(lease)
+        .backoff(Backoff {
+            min: Duration::from_millis(20),
+            max: Duration::from_millis(100),
+        })
+        .build()
+        .await
+        .unwrap();
+    b.acquire().await.unwrap().failure().await;
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    server.pause();
+    // This acquire times out here, but sits in Redis's socket: it runs on resume and
+    // takes the only probe slot for nobody.
+    assert!(b.acquire().await.is_err());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    server.resume();
+    let resumed = Instant::now();
+    let deadline = resumed + lease + Duration::from_millis(1_000);
+    let probe = loop {
+        if let Ok(permit) = b.acquire().await {
+            if permit.is_probe() {
+                break permit;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no probe within one lease after Redis resumed: {:?}",
+            b.snapshot().await.map(|s| (s.phase, s.probes_in_flight))
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    eprintln!("a probe {:?} after Redis resumed", resumed.elapsed());
+    probe.success().await;
+}

@@ -10,7 +10,10 @@ use std::time::Duration;
 
 use breakerbox::model::PermitKind;
 use breakerbox::{Config, Phase, Verdict};
-use breakerbox_redis::{OutcomeArg, RedisStore, ReplyDecision, StoreOptions};
+use breakerbox_redis::{
+    ManualOp, OutcomeArg, RedisStore, ReplyDecision, StoreError, StoreOptions,
+    MAX_OVERRIDE_DURATION,
+};
 use redis_server::RedisServer;
 
 fn config() -> Config {
@@ -32,7 +35,12 @@ fn store(server: &RedisServer, name: &str, config: &Config) -> RedisStore {
 }
 
 fn failure(generation: u64) -> OutcomeArg {
-    OutcomeArg::new(generation, PermitKind::Normal, Verdict::Failure, Duration::ZERO)
+    OutcomeArg::new(
+        generation,
+        PermitKind::Normal,
+        Verdict::Failure,
+        Duration::ZERO,
+    )
 }
 
 #[tokio::test]
@@ -254,4 +262,194 @@ async fn a_changed_window_shape_starts_an_empty_window() {
         panic!()
     };
     assert_eq!(counts.calls, 1, "only the call recorded since the change");
+}
+
+fn probing_store(server: &RedisServer, name: &str) -> RedisStore {
+    let config = Config::builder()
+        .consecutive_failures(1)
+        .recovery_timeout(Duration::from_secs(10))
+        .half_open_timeout(Duration::from_secs(30))
+        .required_successes(1)
+        .build()
+        .unwrap();
+    let client = redis::Client::open(server.url()).unwrap();
+    let options = StoreOptions {
+        timeout: Duration::from_secs(2),
+        probe_lease: Duration::from_secs(2),
+        ..StoreOptions::default()
+    };
+    RedisStore::new(client, name, &config, &options)
+}
+
+/// Trips the breaker at t = 1 ms (open until 10.001 s) and takes the probe slot at the
+/// end of the open phase with lease token 41; returns the half-open generation.
+async fn trip_and_probe(store: &RedisStore) -> u64 {
+    store.record(&[failure(0)], Some(1_000), 0.0).await.unwrap();
+    let reply = store
+        .acquire_with_token(41, Some(10_001_000), 0.0)
+        .await
+        .unwrap()
+        .reply;
+    let ReplyDecision::Admitted {
+        generation,
+        kind: PermitKind::Probe,
+        token: 41,
+    } = reply.decision
+    else {
+        panic!("a probe: {reply:?}")
+    };
+    generation
+}
+
+#[tokio::test]
+async fn an_unreported_probe_slot_is_reclaimed_when_its_lease_runs_out() {
+    let server = RedisServer::start();
+    let store = probing_store(&server, "lease");
+    let generation = trip_and_probe(&store).await;
+    // The probe's caller never reports (it timed out on the client, or crashed).
+    let busy = store.acquire(Some(12_000_999), 0.0).await.unwrap().reply;
+    assert!(
+        matches!(busy.decision, ReplyDecision::Rejected { .. }),
+        "{busy:?}"
+    );
+    assert_eq!(busy.state.in_flight, 1);
+    // One lease (2 s) after the reservation the slot is free again, long before the
+    // half-open deadline (30 s).
+    let next = store
+        .acquire_with_token(42, Some(12_001_000), 0.0)
+        .await
+        .unwrap()
+        .reply;
+    assert_eq!(
+        next.decision,
+        ReplyDecision::Admitted {
+            generation,
+            kind: PermitKind::Probe,
+            token: 42
+        }
+    );
+    // The first probe's late result counts for nothing; the second one's closes.
+    let late = OutcomeArg {
+        token: 41,
+        ..OutcomeArg::new(
+            generation,
+            PermitKind::Probe,
+            Verdict::Success,
+            Duration::ZERO,
+        )
+    };
+    let reply = store
+        .record(&[late], Some(12_002_000), 0.0)
+        .await
+        .unwrap()
+        .reply;
+    assert_eq!(reply.decision, ReplyDecision::Batch(vec![false]));
+    assert_eq!(
+        (reply.state.phase, reply.state.in_flight),
+        (Phase::HalfOpen, 1)
+    );
+    let live = OutcomeArg { token: 42, ..late };
+    let reply = store
+        .record(&[live], Some(12_003_000), 0.0)
+        .await
+        .unwrap()
+        .reply;
+    assert_eq!(reply.decision, ReplyDecision::Batch(vec![true]));
+    assert_eq!(reply.state.phase, Phase::Closed);
+}
+
+#[tokio::test]
+async fn a_reservation_whose_reply_was_lost_is_cancelled_by_its_token() {
+    let server = RedisServer::start();
+    let store = probing_store(&server, "cancel");
+    trip_and_probe(&store).await;
+    let cancelled = store.cancel(41, Some(10_002_000), 0.0).await.unwrap().reply;
+    assert_eq!(cancelled.decision, ReplyDecision::Recorded);
+    assert_eq!(cancelled.state.in_flight, 0);
+    // The slot is free at once; a second cancel of the same token changes nothing.
+    let next = store.acquire(Some(10_003_000), 0.0).await.unwrap().reply;
+    assert!(matches!(next.decision, ReplyDecision::Admitted { .. }));
+    let again = store.cancel(41, Some(10_004_000), 0.0).await.unwrap().reply;
+    assert_eq!(again.decision, ReplyDecision::Stale);
+    assert_eq!(again.state.in_flight, 1);
+}
+
+#[tokio::test]
+async fn overrides_beyond_the_supported_range_are_refused_and_until_reset_has_its_own_form() {
+    let server = RedisServer::start();
+    let store = store(&server, "override", &config());
+    let year = Duration::from_secs(365 * 24 * 3600);
+    for too_long in [year * 300, Duration::from_millis(u64::MAX), Duration::MAX] {
+        let refused = store
+            .manual(ManualOp::ForceOpen(Some(too_long)), Some(1_000), 0.0)
+            .await;
+        assert!(
+            matches!(refused, Err(StoreError::Invalid(ref why)) if why.contains("until reset")),
+            "{too_long:?}: {refused:?}"
+        );
+    }
+    assert_eq!(server.command(&["EXISTS", "bb:{override}"]).unwrap(), ":0");
+    // Until reset: no expiry at all, at any time after.
+    let forced = store
+        .manual(ManualOp::ForceOpen(None), Some(1_000), 0.0)
+        .await
+        .unwrap()
+        .reply;
+    assert_eq!(
+        (forced.state.phase, forced.state.until_us),
+        (Phase::ForcedOpen, None)
+    );
+    for t in [2_000u64, 3_000_000_000_000_000, 8_000_000_000_000_000] {
+        let reply = store.acquire(Some(t), 0.0).await.unwrap().reply;
+        assert_eq!(
+            reply.decision,
+            ReplyDecision::Rejected {
+                phase: Phase::ForcedOpen,
+                retry_after_us: None
+            },
+            "at {t}"
+        );
+    }
+    // The longest supported override is stored exactly.
+    let now = 1_800_000_000_000_000u64;
+    let reply = store
+        .manual(
+            ManualOp::Disable(Some(MAX_OVERRIDE_DURATION)),
+            Some(now),
+            0.0,
+        )
+        .await
+        .unwrap()
+        .reply;
+    let left = reply.state.until_us.unwrap() - now;
+    assert_eq!(Duration::from_micros(left), MAX_OVERRIDE_DURATION);
+    let read = store.read(Some(now + 1)).await.unwrap();
+    assert_eq!(
+        (read.repaired, read.reply.state.phase),
+        (None, Phase::Disabled)
+    );
+}
+
+#[tokio::test]
+async fn a_read_reports_a_corrupt_value_and_leaves_it_alone() {
+    let server = RedisServer::start();
+    let store = store(&server, "readonly", &config());
+    store.record(&[failure(0)], Some(500), 0.0).await.unwrap();
+    server
+        .command(&["HSET", "bb:{readonly}", "gen", "banana"])
+        .unwrap();
+    let read = store.read(Some(1_000)).await;
+    assert!(
+        matches!(read, Err(StoreError::Corrupt(ref why)) if why.contains("banana")),
+        "{read:?}"
+    );
+    assert_eq!(
+        server.command(&["HGET", "bb:{readonly}", "gen"]).unwrap(),
+        "banana"
+    );
+    // A breaker's own refresh repairs it, once.
+    let refreshed = store.refresh(Some(2_000)).await.unwrap();
+    assert!(refreshed.repaired.unwrap().contains("banana"));
+    let again = store.refresh(Some(3_000)).await.unwrap();
+    assert_eq!(again.repaired, None);
 }

@@ -152,10 +152,7 @@ impl Ticket {
     ) {
         match self {
             Ticket::Local(p) => p.record_with_retry_hint(verdict, latency, retry_hint),
-            Ticket::Shared(p) => {
-                p.record_with_retry_hint(verdict, latency, retry_hint)
-                    .await
-            }
+            Ticket::Shared(p) => p.record_with_retry_hint(verdict, latency, retry_hint).await,
         }
     }
 }

@@ -123,19 +123,17 @@ impl<C: Clock + Clone> Inner<C> {
         let pending = self.pending_manual.lock().ok().and_then(|mut p| p.take());
         let local_tripped = self.fallback == Fallback::LocalBreaker
             && matches!(self.local.phase(), Phase::Open | Phase::HalfOpen);
-        let push = pending
-            .or_else(|| self.restore_op(&read))
-            .or_else(|| {
-                (local_tripped && read.state.phase == Phase::Closed).then(|| {
-                    let reason = self
-                        .local_trip
-                        .lock()
-                        .ok()
-                        .and_then(|r| *r)
-                        .unwrap_or("consecutive_failures");
-                    ManualOp::Trip(reason)
-                })
-            });
+        let push = pending.or_else(|| self.restore_op(&read)).or_else(|| {
+            (local_tripped && read.state.phase == Phase::Closed).then(|| {
+                let reason = self
+                    .local_trip
+                    .lock()
+                    .ok()
+                    .and_then(|r| *r)
+                    .unwrap_or("consecutive_failures");
+                ManualOp::Trip(reason)
+            })
+        });
         let mut latest = read;
         if let Some(op) = push {
             match self.push(op).await {

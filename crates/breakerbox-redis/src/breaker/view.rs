@@ -174,8 +174,7 @@ impl ViewCell {
             Ordering::Relaxed,
         );
         self.version.store(next.version, Ordering::Relaxed);
-        self.incarnation
-            .store(next.incarnation, Ordering::Relaxed);
+        self.incarnation.store(next.incarnation, Ordering::Relaxed);
         self.seq.store(s.wrapping_add(2), Ordering::Release);
         true
     }
@@ -248,7 +247,9 @@ mod tests {
         // An older version is refused; the same or a newer one is taken.
         assert_eq!(v.merge(&news(Phase::Closed, 2, 9), Nanos(6), false), None);
         assert!(v.merge(&news(Phase::Open, 3, 9), Nanos(6), false).is_some());
-        let newer = v.merge(&news(Phase::Closed, 4, 9), Nanos(6), false).unwrap();
+        let newer = v
+            .merge(&news(Phase::Closed, 4, 9), Nanos(6), false)
+            .unwrap();
         assert_eq!((newer.phase, newer.version), (Phase::Closed, 4));
         // Another incarnation is taken only from an authoritative read, and says Redis
         // lost what the view knew.
@@ -256,7 +257,9 @@ mod tests {
         assert!(v.is_lost_by(&news(Phase::Closed, 50, 10)));
         assert!(v.is_lost_by(&news(Phase::Closed, 2, 9)));
         assert!(!v.is_lost_by(&news(Phase::Closed, 4, 9)));
-        let read = v.merge(&news(Phase::Closed, 1, 10), Nanos(6), true).unwrap();
+        let read = v
+            .merge(&news(Phase::Closed, 1, 10), Nanos(6), true)
+            .unwrap();
         assert_eq!((read.phase, read.incarnation), (Phase::Closed, 10));
     }
 }

@@ -206,7 +206,10 @@ impl Drop for RedisHandle<'_> {
                 }
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
-            assert!(passthrough, "the dropped permit's release never reached Redis");
+            assert!(
+                passthrough,
+                "the dropped permit's release never reached Redis"
+            );
         });
     }
 }

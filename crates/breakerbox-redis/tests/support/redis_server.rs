@@ -15,6 +15,7 @@ pub struct RedisServer {
     port: u16,
     child: Option<Child>,
     extra: Vec<String>,
+    env: Vec<(String, String)>,
     password: Option<String>,
 }
 
@@ -39,11 +40,25 @@ impl RedisServer {
     /// Starts a server with extra arguments (e.g. an ACL user); `password` is used by the
     /// harness's own commands (`AUTH default <password>`).
     pub fn start_with(extra: &[&str], password: Option<&str>) -> RedisServer {
+        RedisServer::start_with_env(extra, password, &[])
+    }
+
+    /// Like [`RedisServer::start_with`], with extra environment variables for the server
+    /// process (kept for restarts), e.g. an `LD_PRELOAD` shim.
+    pub fn start_with_env(
+        extra: &[&str],
+        password: Option<&str>,
+        env: &[(&str, &str)],
+    ) -> RedisServer {
         for _ in 0..5 {
             let mut server = RedisServer {
                 port: free_port(),
                 child: None,
                 extra: extra.iter().map(|s| s.to_string()).collect(),
+                env: env
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
                 password: password.map(str::to_string),
             };
             if server.spawn() {
@@ -66,6 +81,7 @@ impl RedisServer {
                 "no",
             ])
             .args(&self.extra)
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -201,6 +217,14 @@ impl RedisServer {
             .filter_map(|l| l.split_once(":calls="))
             .filter_map(|(_, rest)| rest.split(',').next()?.parse::<u64>().ok())
             .sum()
+    }
+
+    /// Redis `TIME` as the server sees it, in microseconds (through a script, so it is
+    /// the time the breaker's scripts read).
+    pub fn time_us(&self) -> Option<u64> {
+        let script = "local t = redis.call('TIME') return t[1] * 1000000 + t[2]";
+        let reply = self.command(&["EVAL", script, "0"])?;
+        reply.strip_prefix(':')?.parse().ok()
     }
 
     /// The text of `INFO section`.
