@@ -10,7 +10,11 @@
 //!   local-view mode (target <= 0.01) and in strict mode (one script call per acquire and
 //!   per outcome);
 //! - commands per rejected call while open (target 0);
-//! - time for a trip on one node to reach every node's view (target p99 <= 100 ms).
+//! - time for a trip on one node to reach every node's view (target p99 <= 100 ms);
+//! - fleet overshoot: OS processes (4 and 8, 4 callers each) share a breaker
+//!   (`consecutive_failures(5)`) in front of a loopback dependency that dies; the calls
+//!   that still reach it before every node rejects, local view against strict mode
+//!   (goal: local view within 1.5 x strict).
 
 // A benchmark measures wall-clock time.
 #![allow(clippy::disallowed_methods)]
@@ -18,6 +22,9 @@
 
 #[path = "../tests/support/redis_server.rs"]
 mod redis_server;
+
+#[path = "../tests/support/fleet.rs"]
+mod fleet;
 
 use std::time::{Duration, Instant};
 
@@ -108,9 +115,54 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[i.min(sorted.len() - 1)]
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() {
+/// Calls that reach the dependency after it dies, in one run of `processes` workers.
+async fn overshoot(server: &RedisServer, processes: usize, strict: bool, run: usize) -> usize {
+    let dependency = fleet::Dependency::start(true).await;
+    let name = format!("overshoot-{processes}-{strict}-{run}");
+    let children = fleet::spawn(
+        processes,
+        &[],
+        &server.url(),
+        &dependency.addr,
+        &[
+            ("BB_FLEET_NAME", name.as_str()),
+            ("BB_FLEET_STRICT", if strict { "1" } else { "0" }),
+            ("BB_FLEET_MILLIS", "3000"),
+            ("BB_FLEET_REFRESH_MS", "1000"),
+        ],
+    );
+    dependency.wait_for_calls(100 * processes).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let died = Instant::now();
+    dependency.set_healthy(false);
+    let reports = fleet::reports(children).await;
+    assert!(reports.iter().all(|r| r.phase == "open"), "{reports:?}");
+    dependency.calls_since(died)
+}
+
+fn median(mut v: Vec<usize>) -> usize {
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    if fleet::is_worker() {
+        runtime.block_on(fleet::worker_main());
+        return;
+    }
+    runtime.block_on(bench());
+}
+
+async fn bench() {
     let server = RedisServer::start();
+    if std::env::var("BB_BENCH_ONLY").as_deref() == Ok("overshoot") {
+        return fleet_overshoot(&server).await;
+    }
     let config = Config::builder()
         .consecutive_failures(3)
         .recovery_timeout(Duration::from_secs(600))
@@ -220,4 +272,28 @@ async fn main() {
         percentile(&samples, 0.99),
         samples[samples.len() - 1]
     );
+
+    fleet_overshoot(&server).await;
+}
+
+/// Fleet overshoot: calls that reach a dead dependency before every node rejects.
+async fn fleet_overshoot(server: &RedisServer) {
+    for processes in [4usize, 8] {
+        let mut line = format!("overshoot, {processes} processes x 4 callers:");
+        for strict in [false, true] {
+            let runs: Vec<usize> = {
+                let mut v = Vec::new();
+                for run in 0..5 {
+                    v.push(overshoot(server, processes, strict, run).await);
+                }
+                v
+            };
+            let label = if strict { "strict" } else { "local view" };
+            line.push_str(&format!(
+                " {label} median {} (runs {runs:?});",
+                median(runs.clone())
+            ));
+        }
+        println!("{line}");
+    }
 }

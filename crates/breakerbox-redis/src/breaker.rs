@@ -93,6 +93,12 @@ pub(crate) struct Inner<C: Clock + Clone> {
     pub(crate) pending_sample: Mutex<Option<f64>>,
     /// A failure waits in the batch: flush within `failure_flush_interval`.
     pub(crate) urgent: AtomicBool,
+    /// A failure is queued or on its way to Redis and may trip the shared breaker: local
+    /// acquires wait (at most the timeout) for Redis's answer instead of admitting on a
+    /// view that may be about to change.
+    pub(crate) suspect: AtomicBool,
+    /// Woken when no failure is pending any more.
+    pub(crate) settled: Notify,
     pub(crate) wake: Arc<Notify>,
     pub(crate) listeners: Vec<Arc<dyn RedisListener>>,
     pub(crate) stats: Stats,
@@ -152,6 +158,24 @@ impl<C: Clock + Clone> Inner<C> {
             }
             orphans.push(token);
         }
+    }
+
+    /// Waits (at most the Redis timeout) until no failure is pending in Redis: what it
+    /// answers may be a trip.
+    async fn settle(&self) {
+        let notified = self.settled.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if !self.suspect.load(Ordering::Acquire) {
+            return;
+        }
+        let _ = tokio::time::timeout(self.store.timeout(), notified).await;
+    }
+
+    /// No failure is pending any more (sent and answered, or Redis is away).
+    pub(crate) fn unsuspect(&self) {
+        self.suspect.store(false, Ordering::Release);
+        self.settled.notify_waiters();
     }
 
     /// Asks the background task for an authoritative re-read now.
@@ -251,6 +275,9 @@ impl<C: Clock + Clone> Inner<C> {
         if self.is_down() {
             return;
         }
+        if urgent {
+            self.suspect.store(true, Ordering::Release);
+        }
         let first_urgent = urgent && !self.urgent.swap(true, Ordering::AcqRel);
         if len >= batch_size || first_urgent {
             self.wake.notify_one();
@@ -268,6 +295,7 @@ pub(crate) fn news_of(state: &StoredState, now_us: u64) -> News {
         phase: state.phase,
         generation: state.generation,
         remaining_us: state.remaining_us(now_us),
+        streak: state.consecutive_failures,
         version: state.version,
         incarnation: state.incarnation,
     }
@@ -325,11 +353,16 @@ impl<C: Clock + Clone> RedisBreaker<C> {
             return self.fallback_acquire();
         }
         if let Mode::LocalView(_) = inner.mode {
+            // A failure on its way to Redis may trip the breaker: wait for the answer
+            // rather than admit calls to a dependency that may be dead.
+            if inner.suspect.load(Ordering::Acquire) {
+                inner.settle().await;
+            }
             let view = inner.view();
             let now = inner.clock.now();
             if view.known {
                 match view.phase {
-                    Phase::Closed => {
+                    Phase::Closed if !view.warm => {
                         Stats::add(&inner.stats.local_admits, 1);
                         return Ok(self.permit(
                             view.generation,

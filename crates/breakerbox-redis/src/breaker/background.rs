@@ -22,24 +22,32 @@ impl<C: Clock + Clone> Inner<C> {
         self.flush_batches(true).await
     }
 
-    /// Sends full batches only (`all == false`: a batch filled up; the rest waits for
-    /// the interval), or everything.
+    /// Sends what is queued now, a batch at a time: full batches only (`all == false`: a
+    /// batch filled up; the rest waits for the interval), or everything. Outcomes that
+    /// arrive meanwhile wait for the next flush: chasing them would turn one flush per
+    /// interval into several.
     pub(crate) async fn flush_batches(&self, all: bool) {
         let Mode::LocalView(LocalView { batch_size, .. }) = self.mode else {
             return;
         };
-        self.urgent.store(false, Ordering::Release);
+        let batch_size = batch_size.max(1);
+        if all {
+            // Everything queued goes now, failures included.
+            self.urgent.store(false, Ordering::Release);
+        }
+        let mut left = self.batch.lock().map_or(0, |b| b.len());
         // Bounded: the buffer is capped, and each round takes up to a batch.
-        for _ in 0..64 {
+        while left > 0 {
             if self.is_down() {
                 return;
             }
             let chunk: Vec<BatchItem> = match self.batch.lock() {
-                Ok(mut batch) if !batch.is_empty() && (all || batch.len() >= batch_size) => {
-                    let n = batch.len().min(batch_size.max(1));
+                Ok(mut batch) if !batch.is_empty() && (all || left >= batch_size) => {
+                    let n = batch.len().min(batch_size).min(left);
+                    left -= n;
                     batch.drain(..n).collect()
                 }
-                _ => return,
+                _ => break,
             };
             let r = self.sample();
             match self.store.record_batch(&chunk, self.now_arg(), r).await {
@@ -60,6 +68,10 @@ impl<C: Clock + Clone> Inner<C> {
                     return;
                 }
             }
+        }
+        // Failures that arrived meanwhile keep the node suspect until the next flush.
+        if all && !self.urgent.load(Ordering::Acquire) {
+            self.unsuspect();
         }
     }
 

@@ -237,6 +237,8 @@ impl<C: Clock + Clone> RedisBreakerBuilder<C> {
             orphans: Mutex::new(Vec::new()),
             pending_sample: Mutex::new(None),
             urgent: AtomicBool::new(false),
+            suspect: AtomicBool::new(false),
+            settled: Notify::new(),
             wake: wake.clone(),
             listeners: self.listeners,
             stats: Stats::default(),

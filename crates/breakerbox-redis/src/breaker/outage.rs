@@ -41,6 +41,7 @@ impl<C: Clock + Clone> Inner<C> {
         let now = self.clock.now();
         self.down_since.store(now.as_u64(), Ordering::Release);
         Stats::add(&self.stats.outages, 1);
+        self.unsuspect();
         self.seed_fallback(now);
         tracing::warn!(
             target: "breakerbox_redis",

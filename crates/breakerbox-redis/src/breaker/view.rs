@@ -19,6 +19,10 @@ pub(crate) struct View {
     pub(crate) until: Option<Nanos>,
     /// Whether anything was heard yet.
     pub(crate) known: bool,
+    /// The last outcome Redis recorded in this closed phase was a failure (its streak is
+    /// not zero): the next failures may trip the breaker, so acquires ask Redis rather
+    /// than the view until a success ends the streak.
+    pub(crate) warm: bool,
     /// The stored state's version (grows with every write within an incarnation).
     pub(crate) version: u64,
     /// The stored state's incarnation (0: nothing was stored).
@@ -32,6 +36,8 @@ pub(crate) struct News {
     pub(crate) generation: u64,
     /// Time left of the phase or override, in microseconds (`None`: never).
     pub(crate) remaining_us: Option<u64>,
+    /// The closed phase's failure streak.
+    pub(crate) streak: u32,
     pub(crate) version: u64,
     pub(crate) incarnation: u64,
 }
@@ -42,6 +48,7 @@ impl View {
         generation: 0,
         until: None,
         known: false,
+        warm: false,
         version: 0,
         incarnation: 0,
     };
@@ -84,6 +91,7 @@ impl View {
                 .remaining_us
                 .map(|us| now.saturating_add(Nanos(us.saturating_mul(1_000)))),
             known: true,
+            warm: news.phase == Phase::Closed && news.streak > 0,
             version: news.version,
             incarnation: news.incarnation,
         })
@@ -95,6 +103,7 @@ impl View {
             phase,
             until,
             known: true,
+            warm: false,
             ..*self
         }
     }
@@ -106,7 +115,7 @@ impl View {
 #[derive(Debug)]
 pub(crate) struct ViewCell {
     seq: AtomicU64,
-    /// `generation << 4 | known << 3 | phase code`.
+    /// `generation << 5 | warm << 4 | known << 3 | phase code`.
     word: AtomicU64,
     /// Local nanoseconds, `u64::MAX` for none.
     until: AtomicU64,
@@ -145,9 +154,10 @@ impl ViewCell {
                     return View {
                         phase: Phase::from_index((word & 0b111) as usize)
                             .unwrap_or(Phase::Disabled),
-                        generation: word >> 4,
+                        generation: word >> 5,
                         until: (until != u64::MAX).then_some(Nanos(until)),
                         known: word & 0b1000 != 0,
+                        warm: word & 0b1_0000 != 0,
                         version,
                         incarnation,
                     };
@@ -163,8 +173,10 @@ impl ViewCell {
         let Some(next) = f(&self.load()) else {
             return false;
         };
-        let word =
-            (next.generation << 4) | (u64::from(next.known) << 3) | next.phase.index() as u64;
+        let word = (next.generation << 5)
+            | (u64::from(next.warm) << 4)
+            | (u64::from(next.known) << 3)
+            | next.phase.index() as u64;
         let s = self.seq.load(Ordering::Relaxed);
         self.seq.store(s.wrapping_add(1), Ordering::Relaxed);
         fence(Ordering::Release);
@@ -192,6 +204,7 @@ mod tests {
             generation,
             until: (generation % 3 != 0).then_some(Nanos(generation * 1_000)),
             known: true,
+            warm: generation % 3 == 1,
             version: generation * 7,
             incarnation: generation % 2 + 1,
         }
@@ -233,6 +246,7 @@ mod tests {
             phase,
             generation: version,
             remaining_us: Some(10),
+            streak: 0,
             version,
             incarnation,
         }
