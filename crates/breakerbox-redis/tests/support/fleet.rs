@@ -71,6 +71,18 @@ impl Dependency {
             .count()
     }
 
+    /// How long after `t` the last request came (None: none came).
+    pub fn last_call_after(&self, t: Instant) -> Option<Duration> {
+        self.state
+            .log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(at, _)| *at >= t)
+            .map(|(at, _)| *at - t)
+            .max()
+    }
+
     /// Probe requests received at or after `t`.
     pub fn probes_since(&self, t: Instant) -> usize {
         self.state
