@@ -1,4 +1,4 @@
-//! Table tests of the pure transition model, one group per "Precise rule" of DESIGN.md.
+//! Table tests of the pure transition model, one group per rule of `docs/RULES.md`.
 //!
 //! Every test drives `ModelState::apply` directly with explicit timestamps, so each rule is
 //! pinned down without an engine, a clock or threads.
