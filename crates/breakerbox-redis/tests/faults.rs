@@ -406,3 +406,83 @@ async fn a_probe_reserved_by_a_timed_out_acquire_is_given_back() {
     eprintln!("a probe {:?} after Redis resumed", resumed.elapsed());
     probe.success().await;
 }
+
+/// A failover to a replica that was behind: the same incarnation at a lower version.
+/// The node that knew the open phase gives it back, with the time it had left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failover_to_a_replica_behind_gives_back_the_open_phase() {
+    let server = RedisServer::start();
+    let (b, events) = node(&server, "behind", local_view(), Fallback::FailClosed).await;
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    timed_call(&b, true).await;
+    b.flush().await;
+    // What the replica holds: the closed state, before the trip.
+    let replica: Vec<u8> = redis::cmd("DUMP")
+        .arg("bb:{behind}")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        timed_call(&b, false).await;
+    }
+    b.flush().await;
+    wait_for("the trip", || b.local_phase() == Phase::Open).await;
+    let tripped = Instant::now();
+    // The failover: the primary's writes since the dump are lost.
+    let _: () = redis::cmd("RESTORE")
+        .arg("bb:{behind}")
+        .arg(0)
+        .arg(replica)
+        .arg("REPLACE")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        server.command(&["HGET", "bb:{behind}", "phase"]).unwrap(),
+        "0"
+    );
+    // The node keeps rejecting, and its next refresh gives the open phase back.
+    assert_eq!(b.acquire().await.unwrap_err().phase(), Phase::Open);
+    wait_for("the open phase restored in redis", || {
+        server.command(&["HGET", "bb:{behind}", "phase"]).as_deref() == Some("1")
+    })
+    .await;
+    let left = b.snapshot().await.unwrap().retry_after.unwrap();
+    let expected = Duration::from_secs(30).saturating_sub(tripped.elapsed());
+    assert!(
+        left <= expected + Duration::from_millis(100) && left + Duration::from_secs(1) >= expected,
+        "restored with {left:?} left, expected about {expected:?}"
+    );
+    assert!(events.lock().unwrap().iter().any(|e| matches!(
+        e,
+        RedisEvent::Transition(t) if t.reason == breakerbox::model::TransitionReason::Restored
+    )));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_override_longer_than_supported_is_refused_before_anything_changes() {
+    let server = RedisServer::start();
+    let (b, _) = node(&server, "centuries", local_view(), Fallback::LocalBreaker).await;
+    let centuries = Duration::from_secs(300 * 365 * 24 * 3600);
+    for duration in [centuries, Duration::from_millis(u64::MAX)] {
+        let refused = b.force_open(Some(duration)).await.unwrap_err();
+        assert!(
+            matches!(refused, breakerbox_redis::StoreError::Invalid(_)),
+            "{refused}"
+        );
+        assert!(refused.to_string().contains("until reset"), "{refused}");
+        assert_eq!(b.local_phase(), Phase::Closed);
+        assert!(b.acquire().await.is_ok());
+    }
+    // "Until reset" has its own form, and holds.
+    b.force_open(None).await.unwrap();
+    for _ in 0..100 {
+        let open = b.acquire().await.unwrap_err();
+        assert_eq!(
+            (open.phase(), open.retry_after()),
+            (Phase::ForcedOpen, None)
+        );
+    }
+    assert_eq!(b.snapshot().await.unwrap().phase, Phase::ForcedOpen);
+}
