@@ -53,6 +53,6 @@ pub use options::{Backoff, Fallback, LocalView, Mode};
 pub use scripts::ScriptKind;
 pub use store::{
     breaker_key, Answer, BatchItem, ManualOp, OutcomeArg, RedisStore, StoreError, StoreOptions,
-    MAX_OVERRIDE_DURATION,
+    MAX_OVERRIDE_DURATION, STATE_FORMAT,
 };
 pub use wire::{reason_from_str, Reply, ReplyDecision, StoredState};

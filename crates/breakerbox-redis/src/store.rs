@@ -51,6 +51,11 @@ impl Default for StoreOptions {
     }
 }
 
+/// The value of the `v` field in a breaker's hash: the layout the scripts read and write
+/// (`FORMAT` in `lua/common.lua`). A hash with another value is not a breaker of this
+/// version (the scripts repair it; an operator's tool should leave it alone).
+pub const STATE_FORMAT: &str = "2";
+
 /// The longest timed override (`force_open`, `disable`) the scripts store exactly: 100
 /// years. For longer, use no duration at all ("until reset").
 pub const MAX_OVERRIDE_DURATION: Duration = Duration::from_secs(100 * 365 * 24 * 3600);

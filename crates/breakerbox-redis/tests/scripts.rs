@@ -56,6 +56,9 @@ async fn state_lives_in_one_hash_tagged_key_with_a_ttl() {
     assert!(ttl > 50_000 && ttl <= 60_000, "pttl {ttl}");
     let keys = server.command(&["DBSIZE"]).unwrap();
     assert_eq!(keys, ":1");
+    // The layout's version, as tools that read the hash expect it.
+    let format = server.command(&["HGET", "bb:{payments}", "v"]).unwrap();
+    assert_eq!(format, breakerbox_redis::STATE_FORMAT);
 }
 
 #[tokio::test]

@@ -159,7 +159,7 @@ impl Shared {
                 )
                 .await
                 .map_err(|e| format!("{e:#}"))?;
-                if version.as_deref() != Some("1") {
+                if version.as_deref() != Some(breakerbox_redis::STATE_FORMAT) {
                     return Err(format!(
                         "{key} is a hash but not a breaker (field v is {version:?}); left alone"
                     ));
