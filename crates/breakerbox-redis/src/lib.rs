@@ -1,3 +1,4 @@
+#![cfg_attr(docsrs, feature(doc_cfg))]
 //! # breakerbox-redis
 //!
 //! One circuit breaker shared by many processes and machines, its state in Redis.

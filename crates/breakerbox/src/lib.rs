@@ -1,3 +1,4 @@
+#![cfg_attr(docsrs, feature(doc_cfg))]
 //! # breakerbox
 //!
 //! Circuit breakers for Rust services: stop hammering a failing dependency, fail fast,
