@@ -37,6 +37,10 @@
 //! assert_eq!((j.verdict, j.reason.as_ref()), (Verdict::Failure, "timeout"));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! ## Features
+//!
+//! This crate has no optional features; it pulls no async runtime or TLS of its own.
 
 mod business;
 mod config;

@@ -9,6 +9,7 @@ use breakerbox::CircuitOpen;
 
 /// Something a Redis-backed breaker did or saw.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum RedisEvent {
     /// A phase change made by one of this node's script calls.
     Transition(Transition),

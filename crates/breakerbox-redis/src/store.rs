@@ -62,6 +62,7 @@ pub const MAX_OVERRIDE_DURATION: Duration = Duration::from_secs(100 * 365 * 24 *
 
 /// A Redis call that did not give an answer.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum StoreError {
     /// No answer within the timeout.
     Timeout(Duration),

@@ -48,9 +48,13 @@
 //! # }
 //! ```
 //!
-//! `Retry-After`: the judge can read it (`honor_retry_after`), and the value is in the
-//! attached [`breakerbox_http::Judgement`], but the breaker does not yet lengthen its open
-//! phase from it (the core has no API for that).
+//! `Retry-After`: with `honor_retry_after` the judge reads it on a 429 or 503, and the
+//! breaker opened by that outcome stays open at least that long (capped at
+//! `max_open_duration`).
+//!
+//! ## Features
+//!
+//! This crate has no optional features.
 
 mod body;
 mod error;

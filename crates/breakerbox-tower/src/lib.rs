@@ -62,6 +62,10 @@
 //! ```
 //!
 //! [tower]: https://docs.rs/tower
+//!
+//! ## Features
+//!
+//! This crate has no optional features.
 
 mod admission;
 pub mod error;

@@ -8,6 +8,7 @@ use crate::CircuitOpen;
 
 /// Something a breaker did.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum EventKind {
     /// The phase changed.
     Transition(Transition),

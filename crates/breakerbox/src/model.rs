@@ -108,6 +108,7 @@ pub enum Decision {
 
 /// Why the phase changed.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum TransitionReason {
     /// The closed-phase policy tripped.
     Tripped(TripReason),

@@ -193,7 +193,8 @@ impl Listener for Recorder {
         match event.kind {
             EventKind::Transition(t) => self.transition(event.breaker, &t),
             EventKind::StaleResult { .. } => self.stale(event.breaker),
-            EventKind::Rejected(_) => {}
+            // Rejections are counted where they happen; kinds added later are not metrics.
+            _ => {}
         }
     }
 }
