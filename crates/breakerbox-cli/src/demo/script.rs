@@ -78,10 +78,10 @@ impl Stage {
     pub fn response(self, n: u64) -> (u16, Duration) {
         match self {
             Stage::Healthy | Stage::Recovered => (200, Duration::from_millis(5)),
-            Stage::Outage if n % 3 == 0 => (503, Duration::from_secs(3)),
+            Stage::Outage if n.is_multiple_of(3) => (503, Duration::from_secs(3)),
             Stage::Outage => (503, Duration::from_millis(100)),
             Stage::Slow => (200, Duration::from_millis(600)),
-            Stage::Recovering if n % 2 == 0 => (503, Duration::from_millis(20)),
+            Stage::Recovering if n.is_multiple_of(2) => (503, Duration::from_millis(20)),
             Stage::Recovering => (200, Duration::from_millis(10)),
         }
     }

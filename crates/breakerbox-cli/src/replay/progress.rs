@@ -35,7 +35,7 @@ impl Progress {
     /// Notes that `events` events and `bytes` bytes were read; redraws now and then.
     #[inline]
     pub fn tick(&mut self, events: u64, bytes: u64) {
-        if !self.enabled || events % EVERY != 0 {
+        if !self.enabled || !events.is_multiple_of(EVERY) {
             return;
         }
         let now = self.clock.now();
