@@ -202,7 +202,7 @@ mod tests {
         View {
             phase: Phase::ALL[(generation % 5) as usize],
             generation,
-            until: (generation % 3 != 0).then_some(Nanos(generation * 1_000)),
+            until: (!generation.is_multiple_of(3)).then_some(Nanos(generation * 1_000)),
             known: true,
             warm: generation % 3 == 1,
             version: generation * 7,
