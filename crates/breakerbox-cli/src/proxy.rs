@@ -5,6 +5,7 @@
 mod admin;
 mod body;
 mod config;
+mod exchange;
 mod forward;
 mod guard;
 mod metrics;
@@ -12,6 +13,7 @@ mod pool;
 mod reply;
 mod server;
 mod status;
+mod upload;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -165,7 +167,7 @@ async fn serve(config: ProxyConfig) -> anyhow::Result<()> {
     let admin_task = tokio::spawn(server::serve(
         admin_listener,
         admin,
-        |a: Arc<Admin>, request, peer| async move { a.handle(request, peer).await },
+        |a: Arc<Admin>, request, peer| async move { Ok(a.handle(request, peer).await) },
         16 * 1024,
         stop_rx,
         limits.shutdown_grace,

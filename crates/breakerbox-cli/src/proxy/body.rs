@@ -10,11 +10,17 @@ use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 
 use super::pool::Lent;
+use super::upload::Upload;
+
+/// The error type of every body the proxy hands on.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// A body handed on by the proxy.
 pub enum ProxyBody {
     /// All of it, in memory (or nothing).
     Full(Option<Bytes>),
+    /// A client's request body, streamed to the upstream.
+    Upload(Upload),
     /// Frames already read, then the rest of the stream.
     Stream {
         /// Frames read before handing on.
@@ -38,15 +44,6 @@ impl ProxyBody {
         ProxyBody::Full((!bytes.is_empty()).then_some(bytes))
     }
 
-    /// A streamed body, nothing read yet.
-    pub fn stream(rest: Incoming) -> ProxyBody {
-        ProxyBody::Stream {
-            read: VecDeque::new(),
-            rest,
-            lent: None,
-        }
-    }
-
     /// `read`, then the rest of an upstream response body; `lent` goes back to its pool
     /// once the body has been read to its end (at once if it already has).
     pub fn upstream(read: VecDeque<Frame<Bytes>>, rest: Incoming, lent: Lent) -> ProxyBody {
@@ -62,14 +59,15 @@ impl ProxyBody {
 
 impl Body for ProxyBody {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = BoxError;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match self.get_mut() {
             ProxyBody::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
+            ProxyBody::Upload(upload) => Pin::new(upload).poll_frame(cx),
             ProxyBody::Stream { read, rest, lent } => match read.pop_front() {
                 Some(frame) => Poll::Ready(Some(Ok(frame))),
                 None => {
@@ -88,7 +86,7 @@ impl Body for ProxyBody {
                         Poll::Ready(Some(Err(_))) => *lent = None,
                         _ => {}
                     }
-                    polled
+                    polled.map(|frame| frame.map(|r| r.map_err(BoxError::from)))
                 }
             },
         }
@@ -97,6 +95,7 @@ impl Body for ProxyBody {
     fn is_end_stream(&self) -> bool {
         match self {
             ProxyBody::Full(bytes) => bytes.is_none(),
+            ProxyBody::Upload(upload) => upload.is_end_stream(),
             ProxyBody::Stream { read, rest, .. } => read.is_empty() && rest.is_end_stream(),
         }
     }
@@ -106,6 +105,7 @@ impl Body for ProxyBody {
             ProxyBody::Full(bytes) => {
                 SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64))
             }
+            ProxyBody::Upload(upload) => upload.size_hint(),
             ProxyBody::Stream { read, rest, .. } => {
                 let buffered: u64 = read
                     .iter()

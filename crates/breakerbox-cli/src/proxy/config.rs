@@ -46,8 +46,12 @@ pub struct Limits {
     pub max_header_bytes: usize,
     /// A request body may hold at most this many bytes (413 beyond).
     pub max_body_bytes: u64,
-    /// The upstream must answer (response head) within this (504 beyond).
+    /// The upstream's share of an exchange (response head and body, not counting time
+    /// spent waiting on the client) must fit in this (504, or a cut body, beyond).
     pub request_timeout: Duration,
+    /// A client that sends no byte of its request body for this long gets 408; its
+    /// request is not judged.
+    pub client_body_timeout: Duration,
     /// On SIGINT/SIGTERM, requests in flight get this long to finish.
     pub shutdown_grace: Duration,
 }
@@ -58,6 +62,7 @@ impl Default for Limits {
             max_header_bytes: 16 * 1024,
             max_body_bytes: 10 * 1024 * 1024,
             request_timeout: Duration::from_secs(30),
+            client_body_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(10),
         }
     }
@@ -107,6 +112,7 @@ const LIMIT_KEYS: &[&str] = &[
     "max_header_bytes",
     "max_body_bytes",
     "request_timeout",
+    "client_body_timeout",
     "shutdown_grace",
 ];
 const UPSTREAM_KEYS: &[&str] = &[
@@ -288,6 +294,9 @@ pub fn parse(text: &str) -> Result<ProxyConfig, Vec<String>> {
         }
         if let Some(d) = duration(table, "request_timeout", "limits", &mut errors) {
             limits.request_timeout = d;
+        }
+        if let Some(d) = duration(table, "client_body_timeout", "limits", &mut errors) {
+            limits.client_body_timeout = d;
         }
         if let Some(d) = duration(table, "shutdown_grace", "limits", &mut errors) {
             limits.shutdown_grace = d;

@@ -3,6 +3,7 @@
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use breakerbox::{Clock, MonotonicClock};
 use breakerbox_http::TransportError;
@@ -10,15 +11,18 @@ use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Response, StatusCode, Uri};
 use http_body::{Body, Frame};
-use http_body_util::{BodyExt, Limited};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
 use super::body::ProxyBody;
 use super::config::{Limits, UpstreamConfig};
 use super::guard::Guard;
 use super::metrics::{Recorder, UpstreamError};
+use super::exchange::{self, Failed};
 use super::pool::{Lent, Pool, SendError};
 use super::reply;
+use super::server::Hangup;
+use super::upload::{ClientFault, Upload, UploadState};
 
 /// One upstream with its breaker and judge.
 pub struct Upstream {
@@ -58,7 +62,7 @@ impl Worker {
         &self,
         request: Request<Incoming>,
         peer: SocketAddr,
-    ) -> Response<ProxyBody> {
+    ) -> Result<Response<ProxyBody>, Hangup> {
         self.proxy.handle(&self.pool, request, peer).await
     }
 }
@@ -115,15 +119,15 @@ impl Proxy {
         best.map(|(i, _)| (i, &self.upstreams[i]))
     }
 
-    /// Handles one request from `peer`.
+    /// Handles one request from `peer`; `Hangup` closes the connection unanswered.
     pub async fn handle(
         &self,
         pool: &Arc<Pool>,
         request: Request<Incoming>,
         peer: SocketAddr,
-    ) -> Response<ProxyBody> {
+    ) -> Result<Response<ProxyBody>, Hangup> {
         if header_bytes(&request) > self.limits.max_header_bytes {
-            return reply::error(
+            return Ok(reply::error(
                 StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
                 "headers_too_large",
                 None,
@@ -131,7 +135,7 @@ impl Proxy {
                     "request line and headers exceed {} bytes",
                     self.limits.max_header_bytes
                 )),
-            );
+            ));
         }
         let host = request
             .headers()
@@ -139,20 +143,20 @@ impl Proxy {
             .and_then(|h| h.to_str().ok())
             .or_else(|| request.uri().host());
         let Some((slot, upstream)) = self.route(host, request.uri().path()) else {
-            return reply::error(
+            return Ok(reply::error(
                 StatusCode::NOT_FOUND,
                 "no_route",
                 None,
                 Some(request.uri().path()),
-            );
+            ));
         };
         let name = upstream.config.name.as_str();
         let stats = self.recorder.stats(name);
 
         let (mut parts, incoming) = request.into_parts();
-        let body = match self.request_body(&parts.headers, incoming).await {
+        let (body, upload) = match self.request_body(incoming) {
             Ok(body) => body,
-            Err(response) => return response,
+            Err(response) => return Ok(response),
         };
 
         let ticket = match upstream.guard.acquire().await {
@@ -161,7 +165,7 @@ impl Proxy {
                 if let Some(s) = stats {
                     s.rejected();
                 }
-                return reply::circuit_open(name, open.retry_after());
+                return Ok(reply::circuit_open(name, open.retry_after()));
             }
         };
         let probe = ticket.is_probe();
@@ -169,12 +173,12 @@ impl Proxy {
         parts.uri = match target_uri(&upstream.config, &parts.uri) {
             Some(uri) => uri,
             None => {
-                return reply::error(
+                return Ok(reply::error(
                     StatusCode::BAD_REQUEST,
                     "bad_request",
                     Some(name),
                     Some("invalid path"),
-                )
+                ))
             }
         };
         parts.version = http::Version::HTTP_11;
@@ -188,15 +192,26 @@ impl Proxy {
         let outgoing = Request::from_parts(parts, body);
 
         let judge = &upstream.config.judge;
-        let started = self.clock.now();
-        let sent = tokio::time::timeout(
+        let sent = exchange::send(
+            pool,
+            slot,
+            &upstream.config.authority,
+            outgoing,
+            upload.as_deref(),
             self.limits.request_timeout,
-            pool.send(slot, &upstream.config.authority, outgoing),
         )
         .await;
         let (verdict, response) = match sent {
-            Err(_) => {
-                let latency = self.clock.now().saturating_sub(started).as_duration();
+            Err(Failed::Client(fault)) => {
+                // The client's doing: the permit goes back unjudged (a probe frees its slot).
+                drop(ticket);
+                if let Some(s) = stats {
+                    s.client_fault(fault);
+                }
+                return client_fault_reply(fault, name, &self.limits);
+            }
+            Err(Failed::Timeout) => {
+                let latency = self.limits.request_timeout;
                 let j = judge.judge_transport(TransportError::Timeout, latency);
                 ticket
                     .record_hinted(j.verdict, latency, j.retry_after)
@@ -214,8 +229,8 @@ impl Proxy {
                     ),
                 )
             }
-            Ok(Err(error)) => {
-                let latency = self.clock.now().saturating_sub(started).as_duration();
+            Err(Failed::Upstream(error)) => {
+                let latency = Duration::ZERO;
                 let (kind, transport) = match &error {
                     SendError::Connect(_) => (UpstreamError::Connect, TransportError::Connect),
                     SendError::Http(_) => (UpstreamError::Other, TransportError::Other),
@@ -238,14 +253,16 @@ impl Proxy {
                     ),
                 )
             }
-            Ok(Ok((response, lent))) => {
-                let (mut parts, incoming) = response.into_parts();
+            Ok(head) => {
+                let started = self.clock.now();
+                let (mut parts, incoming) = head.response.into_parts();
                 let (body, read) = if judge.wants_body(parts.status) {
-                    read_for_judging(incoming, judge.body_cap(), lent).await
+                    read_for_judging(incoming, judge.body_cap(), head.lent).await
                 } else {
-                    (ProxyBody::upstream(VecDeque::new(), incoming, lent), None)
+                    (ProxyBody::upstream(VecDeque::new(), incoming, head.lent), None)
                 };
-                let latency = self.clock.now().saturating_sub(started).as_duration();
+                let latency =
+                    head.latency + self.clock.now().saturating_sub(started).as_duration();
                 let j = judge.judge_response(
                     parts.status,
                     &parts.headers,
@@ -263,53 +280,73 @@ impl Proxy {
         if let Some(s) = stats {
             s.call(verdict);
         }
-        response
+        Ok(response)
     }
 
-    /// The request body to forward: streamed when its length is declared (413 at once
-    /// when too big), else read up to the limit first (413 beyond).
-    async fn request_body(
+    /// The request body to forward, streamed: 413 at once when its declared length is
+    /// too big; a chunked body is counted as it streams.
+    #[allow(clippy::result_large_err)]
+    fn request_body(
         &self,
-        headers: &HeaderMap,
         incoming: Incoming,
-    ) -> Result<ProxyBody, Response<ProxyBody>> {
+    ) -> Result<(ProxyBody, Option<Arc<UploadState>>), Response<ProxyBody>> {
         let max = self.limits.max_body_bytes;
-        let too_large = || {
-            reply::error(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "body_too_large",
-                None,
-                Some(&format!("request body exceeds {max} bytes")),
-            )
-        };
-        if let Some(len) = incoming.size_hint().exact() {
-            if len > max {
-                return Err(too_large());
-            }
-            if len == 0 {
-                return Ok(ProxyBody::empty());
-            }
-            return Ok(ProxyBody::stream(incoming));
+        if incoming.size_hint().exact().is_some_and(|len| len > max) {
+            return Err(client_fault_reply_sync(ClientFault::TooLarge, None, &self.limits));
         }
-        let _ = headers;
-        let limit = usize::try_from(max).unwrap_or(usize::MAX);
-        match Limited::new(incoming, limit).collect().await {
-            Ok(collected) => Ok(ProxyBody::full(collected.to_bytes())),
-            Err(error)
-                if error
-                    .downcast_ref::<http_body_util::LengthLimitError>()
-                    .is_some() =>
-            {
-                Err(too_large())
-            }
-            Err(error) => Err(reply::error(
-                StatusCode::BAD_REQUEST,
-                "bad_request_body",
-                None,
-                Some(&error.to_string()),
-            )),
+        if incoming.is_end_stream() {
+            return Ok((ProxyBody::empty(), None));
         }
+        let state = Arc::new(UploadState::default());
+        let upload = Upload::new(
+            incoming,
+            self.limits.client_body_timeout,
+            max,
+            state.clone(),
+        );
+        Ok((ProxyBody::Upload(upload), Some(state)))
     }
+}
+
+/// The answer to a request its client spoiled; `Hangup` when the client is gone.
+fn client_fault_reply(
+    fault: ClientFault,
+    upstream: &str,
+    limits: &Limits,
+) -> Result<Response<ProxyBody>, Hangup> {
+    match fault {
+        ClientFault::Gone => Err(Hangup),
+        _ => Ok(client_fault_reply_sync(fault, Some(upstream), limits)),
+    }
+}
+
+fn client_fault_reply_sync(
+    fault: ClientFault,
+    upstream: Option<&str>,
+    limits: &Limits,
+) -> Response<ProxyBody> {
+    let (status, detail) = match fault {
+        ClientFault::Stalled => (
+            StatusCode::REQUEST_TIMEOUT,
+            format!(
+                "no byte of the request body for {:?} (client_body_timeout)",
+                limits.client_body_timeout
+            ),
+        ),
+        ClientFault::TooLarge => (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("request body exceeds {} bytes", limits.max_body_bytes),
+        ),
+        ClientFault::Malformed | ClientFault::Gone => {
+            (StatusCode::BAD_REQUEST, "malformed request body".to_string())
+        }
+    };
+    let mut response = reply::error(status, fault.as_str(), upstream, Some(&detail));
+    // The rest of the request body is unread: this connection cannot carry another.
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
 }
 
 /// Reads a response body up to `cap` bytes for the judge. Returns the body to hand on

@@ -1,7 +1,6 @@
 //! Accept loops with graceful shutdown: stop accepting, let connections finish their
 //! requests in flight up to a grace period.
 
-use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -17,6 +16,18 @@ use tokio::sync::watch;
 
 use super::body::ProxyBody;
 
+/// A handler's way to close a connection without answering (its client is gone).
+#[derive(Debug)]
+pub struct Hangup;
+
+impl std::fmt::Display for Hangup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the client went away")
+    }
+}
+
+impl std::error::Error for Hangup {}
+
 /// Serves HTTP/1.1 on `listener` with `handler` until `stop` turns true, then waits up to
 /// `grace` for open connections to finish their requests. Returns whether every
 /// connection finished in time.
@@ -30,7 +41,7 @@ pub async fn serve<H, F>(
 ) -> bool
 where
     H: Send + Sync + 'static,
-    F: Future<Output = Response<ProxyBody>> + Send + 'static,
+    F: Future<Output = Result<Response<ProxyBody>, Hangup>> + Send + 'static,
 {
     let graceful = GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
@@ -51,10 +62,7 @@ where
                 };
                 let _ = stream.set_nodelay(true);
                 let handler = handler.clone();
-                let service = service_fn(move |request| {
-                    let response = call(handler.clone(), request, peer);
-                    async move { Ok::<_, Infallible>(response.await) }
-                });
+                let service = service_fn(move |request| call(handler.clone(), request, peer));
                 let connection = http.serve_connection(TokioIo::new(stream), service);
                 let connection = graceful.watch(connection);
                 tokio::spawn(async move {

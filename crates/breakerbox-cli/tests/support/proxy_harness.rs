@@ -29,6 +29,27 @@ pub struct Script {
     pub body: String,
     /// Delay before answering.
     pub delay: Duration,
+    /// How the answer goes wrong, if it does.
+    pub fault: Fault,
+}
+
+/// Ways the scripted upstream misbehaves.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Fault {
+    /// Answers properly.
+    #[default]
+    None,
+    /// Closes the connection after each response without saying so (no
+    /// `Connection: close`), as an upstream with a short idle timeout does.
+    CloseAfterEach,
+    /// Answers one request per connection; a second request on the same connection is
+    /// read, then the connection is closed without a response (a keep-alive race that
+    /// lost after the request was written).
+    DropReused,
+    /// Declares the whole body but sends only this many bytes of it, then closes.
+    Truncate(usize),
+    /// Sends the head at once, then the body one byte per this interval.
+    Trickle(Duration),
 }
 
 /// One request as the upstream saw it.
@@ -59,6 +80,7 @@ impl Upstream {
             status: 200,
             body: "ok".into(),
             delay: Duration::ZERO,
+            fault: Fault::None,
         }));
         let count = Arc::new(AtomicUsize::new(0));
         let last = Arc::new(Mutex::new(None));
@@ -97,6 +119,11 @@ impl Upstream {
         self.script.lock().unwrap().delay = delay;
     }
 
+    /// Misbehaves this way from now on.
+    pub fn fault(&self, fault: Fault) {
+        self.script.lock().unwrap().fault = fault;
+    }
+
     /// Requests received so far.
     pub fn count(&self) -> usize {
         self.count.load(Ordering::SeqCst)
@@ -130,6 +157,7 @@ fn serve_connection(
 ) {
     let mut reader = BufReader::new(stream.try_clone().expect("clone stream"));
     let mut writer = stream;
+    let mut served = 0usize;
     loop {
         let mut line = String::new();
         match reader.read_line(&mut line) {
@@ -166,7 +194,16 @@ fn serve_connection(
             .get("transfer-encoding")
             .is_some_and(|t| t.contains("chunked"))
         {
-            body = read_chunked(&mut reader);
+            // An aborted chunked body never makes a complete request.
+            match read_chunked(&mut reader) {
+                Some(b) => body = b,
+                None => return,
+            }
+        }
+        let s = script.lock().unwrap().clone();
+        served += 1;
+        if s.fault == Fault::DropReused && served > 1 {
+            return;
         }
         count.fetch_add(1, Ordering::SeqCst);
         let close = headers
@@ -178,40 +215,58 @@ fn serve_connection(
             headers,
             body,
         });
-        let s = script.lock().unwrap().clone();
         if !s.delay.is_zero() {
             thread::sleep(s.delay);
         }
-        let response = format!(
-            "HTTP/1.1 {} X\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nx-upstream: scripted\r\n\r\n{}",
+        let head = format!(
+            "HTTP/1.1 {} X\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nx-upstream: scripted\r\n\r\n",
             s.status,
             s.body.len(),
-            s.body
         );
-        if writer.write_all(response.as_bytes()).is_err() || close {
+        if writer.write_all(head.as_bytes()).is_err() {
+            return;
+        }
+        match s.fault {
+            Fault::Truncate(n) => {
+                let _ = writer.write_all(&s.body.as_bytes()[..n.min(s.body.len())]);
+                return;
+            }
+            Fault::Trickle(every) => {
+                for byte in s.body.as_bytes() {
+                    thread::sleep(every);
+                    if writer.write_all(std::slice::from_ref(byte)).is_err() {
+                        return;
+                    }
+                }
+            }
+            _ => {
+                if writer.write_all(s.body.as_bytes()).is_err() {
+                    return;
+                }
+            }
+        }
+        if close || s.fault == Fault::CloseAfterEach {
             return;
         }
     }
 }
 
-fn read_chunked(reader: &mut impl BufRead) -> Vec<u8> {
+/// A chunked body; `None` when it ends before its last chunk.
+fn read_chunked(reader: &mut impl BufRead) -> Option<Vec<u8>> {
     let mut body = Vec::new();
     loop {
         let mut size = String::new();
         if reader.read_line(&mut size).unwrap_or(0) == 0 {
-            return body;
+            return None;
         }
-        let n =
-            usize::from_str_radix(size.trim().split(';').next().unwrap_or("0"), 16).unwrap_or(0);
+        let n = usize::from_str_radix(size.trim().split(';').next()?, 16).ok()?;
         if n == 0 {
             let mut end = String::new();
             let _ = reader.read_line(&mut end);
-            return body;
+            return Some(body);
         }
         let mut chunk = vec![0; n + 2];
-        if reader.read_exact(&mut chunk).is_err() {
-            return body;
-        }
+        reader.read_exact(&mut chunk).ok()?;
         body.extend_from_slice(&chunk[..n]);
     }
 }
@@ -276,6 +331,27 @@ pub fn try_request(
     head.push_str("\r\n");
     stream.write_all(head.as_bytes())?;
     stream.write_all(body)?;
+    read_reply(stream)
+}
+
+/// Opens a connection to `addr` and writes `bytes` (a request, or the start of one),
+/// leaving the connection open: the caller stalls, finishes or drops it.
+pub fn send_raw(addr: SocketAddr, bytes: &[u8]) -> TcpStream {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    stream.write_all(bytes).unwrap();
+    stream
+}
+
+/// The head of a `POST target` declaring a body of `len` bytes (`Content-Length`).
+pub fn post_head(addr: SocketAddr, target: &str, len: usize) -> String {
+    format!("POST {target} HTTP/1.1\r\nhost: {addr}\r\ncontent-length: {len}\r\n\r\n")
+}
+
+/// Reads one response (head and body) from `stream`.
+pub fn read_reply(stream: TcpStream) -> std::io::Result<Reply> {
     let mut reader = BufReader::new(stream);
     let mut line = String::new();
     reader.read_line(&mut line)?;
@@ -300,7 +376,9 @@ pub fn try_request(
         .get("transfer-encoding")
         .is_some_and(|t| t.contains("chunked"))
     {
-        read_chunked(&mut reader)
+        read_chunked(&mut reader).ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "chunked body cut short")
+        })?
     } else if let Some(len) = headers
         .get("content-length")
         .and_then(|l| l.parse::<usize>().ok())

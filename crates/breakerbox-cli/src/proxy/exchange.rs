@@ -1,0 +1,88 @@
+//! One exchange with an upstream up to its response head, bounded by `request_timeout`.
+//! The time charged to the upstream excludes the time spent waiting on the client's
+//! request body, and a failure the client caused is reported as the client's.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use breakerbox::{Clock, MonotonicClock, Nanos};
+use http::uri::Authority;
+use http::{Request, Response};
+use hyper::body::Incoming;
+
+use super::body::ProxyBody;
+use super::pool::{Lent, Pool, SendError};
+use super::upload::{ClientFault, UploadState};
+
+/// How an exchange failed before a response head arrived.
+#[derive(Debug)]
+pub enum Failed {
+    /// The client's fault: never judged against the upstream.
+    Client(ClientFault),
+    /// The upstream took longer than `request_timeout` (its own time only).
+    Timeout,
+    /// The upstream failed.
+    Upstream(SendError),
+}
+
+/// A response head, the connection it came on, and the time charged to the upstream.
+pub struct Head {
+    /// The response, its body still unread.
+    pub response: Response<Incoming>,
+    /// The connection, to give back at the end of the body.
+    pub lent: Lent,
+    /// Time from sending to the head, minus the time spent waiting on the client.
+    pub latency: Duration,
+}
+
+/// The clock time charged to the upstream between `started` and `now`.
+pub fn charged(started: Nanos, now: Nanos, upload: Option<&UploadState>) -> Duration {
+    let elapsed = now.saturating_sub(started).as_duration();
+    match upload {
+        Some(u) => elapsed.saturating_sub(u.client_time(now)),
+        None => elapsed,
+    }
+}
+
+/// Sends `request` to upstream `slot` and waits for the response head, at most `timeout`
+/// of the upstream's own time.
+pub async fn send(
+    pool: &Arc<Pool>,
+    slot: usize,
+    authority: &Authority,
+    request: Request<ProxyBody>,
+    upload: Option<&UploadState>,
+    timeout: Duration,
+) -> Result<Head, Failed> {
+    let clock = MonotonicClock;
+    let started = clock.now();
+    let client_fault = || upload.and_then(UploadState::fault).map(Failed::Client);
+    let sending = pool.send(slot, authority, request);
+    tokio::pin!(sending);
+    let sleep = tokio::time::sleep(timeout);
+    tokio::pin!(sleep);
+    loop {
+        tokio::select! {
+            biased;
+            sent = &mut sending => {
+                let latency = charged(started, clock.now(), upload);
+                return match sent {
+                    Ok((response, lent)) => Ok(Head { response, lent, latency }),
+                    Err(error) => Err(client_fault().unwrap_or(Failed::Upstream(error))),
+                };
+            }
+            () = &mut sleep => {
+                if let Some(fault) = client_fault() {
+                    return Err(fault);
+                }
+                let used = charged(started, clock.now(), upload);
+                if used >= timeout {
+                    return Err(Failed::Timeout);
+                }
+                // The client held things up: the upstream gets that time back.
+                let deadline = sleep.deadline() + (timeout - used);
+                sleep.as_mut().reset(deadline);
+            }
+        }
+    }
+}

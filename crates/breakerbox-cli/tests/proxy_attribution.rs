@@ -1,0 +1,156 @@
+//! `breakerbox proxy` judges the upstream, never the client: stalled or vanished clients,
+//! keep-alive races and cut response bodies, each driven through the real binary.
+
+#![allow(clippy::disallowed_methods)]
+#![allow(clippy::unwrap_used)]
+
+#[path = "support/proxy_harness.rs"]
+mod harness;
+
+use std::io::Read as _;
+use std::net::Shutdown;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use harness::{
+    eventually, get, listeners, post_head, read_reply, send_raw, temp_dir, ProxyProcess,
+    Upstream,
+};
+
+fn config(upstream: &Upstream, breaker: &str, limits: &str) -> String {
+    format!(
+        "{}[limits]\n{limits}\n[[upstream]]\nname = \"payments\"\nroute = \"/payments/\"\nurl = \"{}\"\n[upstream.breaker]\n{breaker}\n",
+        listeners(),
+        upstream.url()
+    )
+}
+
+fn failures(proxy: &ProxyProcess) -> u64 {
+    proxy.status()["breakers"]["payments"]["calls"]["failure"]
+        .as_u64()
+        .unwrap()
+}
+
+#[test]
+fn clients_that_stall_their_body_past_the_request_timeout_do_not_trip_the_breaker() {
+    let upstream = Upstream::start();
+    let dir = temp_dir("stalled-bodies-do-not-trip");
+    let proxy = ProxyProcess::start(
+        &dir,
+        &config(
+            &upstream,
+            "consecutive_failures = 2",
+            "request_timeout = \"300ms\"",
+        ),
+    );
+    // Five clients announce 100 bytes, send 10 and stall (the default client body
+    // timeout is far longer than the request timeout).
+    let stalled: Vec<_> = (0..5)
+        .map(|_| {
+            let mut bytes = post_head(proxy.addr, "/payments/charge", 100).into_bytes();
+            bytes.extend_from_slice(&[b'x'; 10]);
+            send_raw(proxy.addr, &bytes)
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(1500));
+    assert_eq!(failures(&proxy), 0, "a stalled client counted as a failure");
+    assert_eq!(proxy.phase("payments"), "closed");
+    let healthy = get(proxy.addr, "/payments/ok");
+    assert_eq!((healthy.status, healthy.body.as_str()), (200, "ok"));
+    drop(stalled);
+}
+
+#[test]
+fn a_stalled_client_body_gets_408_after_the_client_body_timeout_and_counts_for_nothing() {
+    let upstream = Upstream::start();
+    let dir = temp_dir("stalled-body-408");
+    let proxy = ProxyProcess::start(
+        &dir,
+        &config(
+            &upstream,
+            "consecutive_failures = 1",
+            "request_timeout = \"200ms\"\nclient_body_timeout = \"800ms\"",
+        ),
+    );
+    let mut bytes = post_head(proxy.addr, "/payments/charge", 100).into_bytes();
+    bytes.extend_from_slice(&[b'x'; 10]);
+    let started = Instant::now();
+    let stream = send_raw(proxy.addr, &bytes);
+    let reply = read_reply(stream).unwrap();
+    let took = started.elapsed();
+    assert_eq!(reply.status, 408, "{reply:?}");
+    assert_eq!(reply.json()["error"], "client_body_timeout");
+    assert!(
+        took >= Duration::from_millis(700) && took < Duration::from_secs(10),
+        "answered after {took:?}"
+    );
+    let status = proxy.status();
+    let b = &status["breakers"]["payments"];
+    assert_eq!(b["phase"], "closed");
+    assert_eq!(b["calls"]["failure"], 0);
+    assert_eq!(b["calls"]["success"], 0);
+    assert_eq!(get(proxy.addr, "/payments/ok").status, 200);
+}
+
+#[test]
+fn a_client_that_disconnects_mid_body_gets_nothing_and_counts_for_nothing() {
+    let upstream = Upstream::start();
+    let dir = temp_dir("client-gone-mid-body");
+    let proxy = ProxyProcess::start(
+        &dir,
+        &config(
+            &upstream,
+            "consecutive_failures = 1",
+            "request_timeout = \"5s\"",
+        ),
+    );
+    for _ in 0..3 {
+        let mut bytes = post_head(proxy.addr, "/payments/charge", 1000).into_bytes();
+        bytes.extend_from_slice(&[b'x'; 10]);
+        let mut stream = send_raw(proxy.addr, &bytes);
+        thread::sleep(Duration::from_millis(100));
+        stream.shutdown(Shutdown::Write).unwrap();
+        let mut answer = Vec::new();
+        let _ = stream.read_to_end(&mut answer);
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(
+            !answer.starts_with("HTTP/1.1 5"),
+            "a client that went away got a 5xx: {answer}"
+        );
+    }
+    assert!(eventually(Duration::from_secs(5), || {
+        proxy.status()["breakers"]["payments"]["probes_in_flight"] == 0
+    }));
+    assert_eq!(failures(&proxy), 0);
+    assert_eq!(proxy.phase("payments"), "closed");
+    assert_eq!(get(proxy.addr, "/payments/ok").status, 200);
+}
+
+#[test]
+fn a_stalled_client_holding_the_probe_slot_releases_it_and_a_healthy_probe_closes_the_breaker() {
+    let upstream = Upstream::start();
+    upstream.answer(500, "down");
+    let dir = temp_dir("stalled-probe-released");
+    let proxy = ProxyProcess::start(
+        &dir,
+        &config(
+            &upstream,
+            "consecutive_failures = 1\nrecovery_timeout = \"300ms\"\nmax_probes = 1\nrequired_successes = 1",
+            "request_timeout = \"200ms\"\nclient_body_timeout = \"600ms\"",
+        ),
+    );
+    assert_eq!(get(proxy.addr, "/payments/x").status, 500);
+    assert_eq!(proxy.phase("payments"), "open");
+    upstream.answer(200, "back");
+    thread::sleep(Duration::from_millis(400));
+    // The attacker's request takes the only probe slot, then stalls.
+    let mut bytes = post_head(proxy.addr, "/payments/charge", 100).into_bytes();
+    bytes.extend_from_slice(&[b'x'; 10]);
+    let stream = send_raw(proxy.addr, &bytes);
+    assert!(eventually(Duration::from_secs(5), || proxy.phase("payments")
+        == "half_open"));
+    assert_eq!(read_reply(stream).unwrap().status, 408);
+    let probe = get(proxy.addr, "/payments/x");
+    assert_eq!((probe.status, probe.body.as_str()), (200, "back"));
+    assert_eq!(proxy.phase("payments"), "closed");
+}
