@@ -5,6 +5,7 @@
 mod admin;
 mod body;
 mod config;
+mod download;
 mod exchange;
 mod forward;
 mod guard;

@@ -13,8 +13,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use harness::{
-    eventually, get, listeners, post_head, read_reply, send_raw, temp_dir, ProxyProcess,
-    Upstream,
+    eventually, get, listeners, post_head, read_reply, send_raw, temp_dir, try_request, Fault,
+    ProxyProcess, Upstream,
 };
 
 fn config(upstream: &Upstream, breaker: &str, limits: &str) -> String {
@@ -153,4 +153,124 @@ fn a_stalled_client_holding_the_probe_slot_releases_it_and_a_healthy_probe_close
     let probe = get(proxy.addr, "/payments/x");
     assert_eq!((probe.status, probe.body.as_str()), (200, "back"));
     assert_eq!(proxy.phase("payments"), "closed");
+}
+
+fn metric(proxy: &ProxyProcess, line_start: &str) -> Option<u64> {
+    get(proxy.admin, "/metrics")
+        .body
+        .lines()
+        .find_map(|l| l.strip_prefix(line_start)?.trim().parse().ok())
+}
+
+#[test]
+fn a_response_body_cut_short_after_a_200_head_is_a_failure_and_the_client_sees_the_cut() {
+    let upstream = Upstream::start();
+    upstream.answer(200, &"0123456789".repeat(10));
+    upstream.fault(Fault::Truncate(25));
+    let dir = temp_dir("truncated-body");
+    let proxy = ProxyProcess::start(
+        &dir,
+        &config(
+            &upstream,
+            "consecutive_failures = 2",
+            "request_timeout = \"5s\"",
+        ),
+    );
+    for _ in 0..2 {
+        let cut = try_request(proxy.addr, "GET", "/payments/x", &[], b"");
+        assert!(cut.is_err(), "a cut body reached the client whole: {cut:?}");
+    }
+    assert!(eventually(Duration::from_secs(5), || proxy.phase("payments")
+        == "open"));
+    assert_eq!(failures(&proxy), 2);
+    assert_eq!(
+        metric(
+            &proxy,
+            "breakerbox_upstream_errors_total{breaker=\"payments\",kind=\"body_truncated\"}"
+        ),
+        Some(2)
+    );
+}
+
+#[test]
+fn a_cut_body_read_for_judging_is_a_failure_answered_502() {
+    let upstream = Upstream::start();
+    upstream.answer(200, &"{\"code\":\"fine\"}".repeat(4));
+    upstream.fault(Fault::Truncate(10));
+    let config = format!(
+        "{}[[upstream]]\nname = \"payments\"\nroute = \"/payments/\"\nurl = \"{}\"\n\
+         [upstream.breaker]\nconsecutive_failures = 1\n\
+         [upstream.judge.business]\npointers = [\"/code\"]\nfailure_codes = [\"E1\"]\n",
+        listeners(),
+        upstream.url()
+    );
+    let dir = temp_dir("truncated-judged-body");
+    let proxy = ProxyProcess::start(&dir, &config);
+    let reply = get(proxy.addr, "/payments/x");
+    assert_eq!(reply.status, 502, "{reply:?}");
+    assert_eq!(reply.json()["detail"], "body truncated");
+    assert_eq!(failures(&proxy), 1);
+    assert_eq!(proxy.phase("payments"), "open");
+}
+
+#[test]
+fn a_trickling_response_body_is_cut_at_the_request_timeout_and_counts_as_a_failure() {
+    let upstream = Upstream::start();
+    upstream.answer(200, &"x".repeat(100));
+    upstream.fault(Fault::Trickle(Duration::from_millis(100)));
+    let dir = temp_dir("trickled-body");
+    let proxy = ProxyProcess::start(
+        &dir,
+        &config(
+            &upstream,
+            "consecutive_failures = 1",
+            "request_timeout = \"800ms\"",
+        ),
+    );
+    let started = Instant::now();
+    let cut = try_request(proxy.addr, "GET", "/payments/x", &[], b"");
+    let took = started.elapsed();
+    assert!(cut.is_err(), "a trickled body reached the client: {cut:?}");
+    assert!(took < Duration::from_secs(6), "the client was held {took:?}");
+    assert!(eventually(Duration::from_secs(5), || failures(&proxy) == 1));
+    assert_eq!(proxy.phase("payments"), "open");
+    assert_eq!(
+        metric(
+            &proxy,
+            "breakerbox_upstream_errors_total{breaker=\"payments\",kind=\"body_timeout\"}"
+        ),
+        Some(1)
+    );
+}
+
+#[test]
+fn a_client_that_reads_a_large_body_slowly_is_not_charged_to_the_upstream() {
+    let upstream = Upstream::start();
+    let big = "y".repeat(24 * 1024 * 1024);
+    upstream.answer(200, &big);
+    let dir = temp_dir("slow-reader");
+    let proxy = ProxyProcess::start(
+        &dir,
+        &config(
+            &upstream,
+            "consecutive_failures = 1",
+            "request_timeout = \"500ms\"",
+        ),
+    );
+    let stream = send_raw(
+        proxy.addr,
+        format!(
+            "GET /payments/big HTTP/1.1\r\nhost: {}\r\nconnection: close\r\n\r\n",
+            proxy.addr
+        )
+        .as_bytes(),
+    );
+    // The client reads nothing for three request timeouts, then everything.
+    thread::sleep(Duration::from_millis(1500));
+    let reply = read_reply(stream).unwrap();
+    assert_eq!((reply.status, reply.body.len()), (200, big.len()));
+    assert!(eventually(Duration::from_secs(5), || {
+        proxy.status()["breakers"]["payments"]["calls"]["success"] == 1
+    }));
+    assert_eq!(failures(&proxy), 0);
 }

@@ -21,8 +21,8 @@ pub enum Failed {
     Client(ClientFault),
     /// The upstream took longer than `request_timeout` (its own time only).
     Timeout,
-    /// The upstream failed.
-    Upstream(SendError),
+    /// The upstream failed, after this much of its own time.
+    Upstream(SendError, Duration),
 }
 
 /// A response head, the connection it came on, and the time charged to the upstream.
@@ -68,7 +68,7 @@ pub async fn send(
                 let latency = charged(started, clock.now(), upload);
                 return match sent {
                     Ok((response, lent)) => Ok(Head { response, lent, latency }),
-                    Err(error) => Err(client_fault().unwrap_or(Failed::Upstream(error))),
+                    Err(error) => Err(client_fault().unwrap_or(Failed::Upstream(error, latency))),
                 };
             }
             () = &mut sleep => {

@@ -1,25 +1,21 @@
 //! Forwarding one request: route, limits, breaker, upstream call, judgement.
 
-use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
-use breakerbox::{Clock, MonotonicClock};
 use breakerbox_http::TransportError;
-use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Response, StatusCode, Uri};
-use http_body::{Body, Frame};
-use http_body_util::BodyExt;
+use http_body::Body;
 use hyper::body::Incoming;
 
 use super::body::ProxyBody;
 use super::config::{Limits, UpstreamConfig};
 use super::guard::Guard;
 use super::metrics::{Recorder, UpstreamError};
+use super::download::{BodyFault, Download, Outcome};
 use super::exchange::{self, Failed};
-use super::pool::{Lent, Pool, SendError};
+use super::pool::{Pool, SendError};
 use super::reply;
 use super::server::Hangup;
 use super::upload::{ClientFault, Upload, UploadState};
@@ -39,7 +35,6 @@ pub struct Proxy {
     /// Counters and recent transitions.
     pub recorder: Arc<Recorder>,
     limits: Limits,
-    clock: MonotonicClock,
 }
 
 /// One worker thread's view: the shared proxy and the thread's own connection pool, so
@@ -88,7 +83,6 @@ impl Proxy {
             upstreams,
             recorder,
             limits,
-            clock: MonotonicClock,
         }
     }
 
@@ -121,7 +115,7 @@ impl Proxy {
 
     /// Handles one request from `peer`; `Hangup` closes the connection unanswered.
     pub async fn handle(
-        &self,
+        self: &Arc<Self>,
         pool: &Arc<Pool>,
         request: Request<Incoming>,
         peer: SocketAddr,
@@ -168,7 +162,6 @@ impl Proxy {
                 return Ok(reply::circuit_open(name, open.retry_after()));
             }
         };
-        let probe = ticket.is_probe();
 
         parts.uri = match target_uri(&upstream.config, &parts.uri) {
             Some(uri) => uri,
@@ -229,8 +222,7 @@ impl Proxy {
                     ),
                 )
             }
-            Err(Failed::Upstream(error)) => {
-                let latency = Duration::ZERO;
+            Err(Failed::Upstream(error, latency)) => {
                 let (kind, transport) = match &error {
                     SendError::Connect(_) => (UpstreamError::Connect, TransportError::Connect),
                     SendError::Http(_) => (UpstreamError::Other, TransportError::Other),
@@ -254,27 +246,46 @@ impl Proxy {
                 )
             }
             Ok(head) => {
-                let started = self.clock.now();
                 let (mut parts, incoming) = head.response.into_parts();
-                let (body, read) = if judge.wants_body(parts.status) {
-                    read_for_judging(incoming, judge.body_cap(), head.lent).await
-                } else {
-                    (ProxyBody::upstream(VecDeque::new(), incoming, head.lent), None)
+                let outcome = Outcome {
+                    proxy: self.clone(),
+                    slot,
+                    ticket,
+                    status: parts.status,
+                    retry_after: Outcome::hint_headers(&parts.headers),
+                    upload,
                 };
-                let latency =
-                    head.latency + self.clock.now().saturating_sub(started).as_duration();
-                let j = judge.judge_response(
-                    parts.status,
-                    &parts.headers,
-                    read.as_deref(),
-                    latency,
-                    probe,
+                let mut download = Download::new(
+                    incoming,
+                    head.lent,
+                    head.latency,
+                    self.limits.request_timeout,
+                    outcome,
                 );
-                ticket
-                    .record_hinted(j.verdict, latency, j.retry_after)
-                    .await;
+                let body = if judge.wants_body(parts.status) {
+                    match download.read_for_judging(judge.body_cap()).await {
+                        Ok(Some(all)) => ProxyBody::full(all),
+                        Ok(None) => ProxyBody::Download(Box::new(download)),
+                        Err(fault) => {
+                            let (status, error) = match fault {
+                                BodyFault::Timeout => {
+                                    (StatusCode::GATEWAY_TIMEOUT, "upstream_timeout")
+                                }
+                                BodyFault::Truncated => (StatusCode::BAD_GATEWAY, "bad_gateway"),
+                            };
+                            return Ok(reply::error(
+                                status,
+                                error,
+                                Some(name),
+                                Some(fault.reason()),
+                            ));
+                        }
+                    }
+                } else {
+                    ProxyBody::Download(Box::new(download))
+                };
                 strip_hop_by_hop(&mut parts.headers);
-                (j.verdict, Response::from_parts(parts, body))
+                return Ok(Response::from_parts(parts, body));
             }
         };
         if let Some(s) = stats {
@@ -347,56 +358,6 @@ fn client_fault_reply_sync(
         .headers_mut()
         .insert(header::CONNECTION, HeaderValue::from_static("close"));
     response
-}
-
-/// Reads a response body up to `cap` bytes for the judge. Returns the body to hand on
-/// (unchanged) and the bytes, when the whole body fit.
-async fn read_for_judging(
-    mut incoming: Incoming,
-    cap: usize,
-    lent: Lent,
-) -> (ProxyBody, Option<Bytes>) {
-    if incoming.size_hint().lower() > cap as u64 {
-        return (ProxyBody::upstream(VecDeque::new(), incoming, lent), None);
-    }
-    let mut read: VecDeque<Frame<Bytes>> = VecDeque::new();
-    let mut size = 0usize;
-    loop {
-        match incoming.frame().await {
-            None => break,
-            Some(Ok(frame)) => {
-                size += frame.data_ref().map_or(0, |d| d.len());
-                read.push_back(frame);
-                if size > cap {
-                    return (ProxyBody::upstream(read, incoming, lent), None);
-                }
-            }
-            // The error reaches the caller through the stream; judge by the head.
-            Some(Err(_)) => {
-                let body = ProxyBody::Stream {
-                    read,
-                    rest: incoming,
-                    lent: None,
-                };
-                return (body, None);
-            }
-        }
-    }
-    let mut all = BytesMut::with_capacity(size);
-    let mut trailers = false;
-    for frame in &read {
-        match frame.data_ref() {
-            Some(d) => all.extend_from_slice(d),
-            None => trailers = true,
-        }
-    }
-    let all = all.freeze();
-    if trailers {
-        (ProxyBody::upstream(read, incoming, lent), Some(all))
-    } else {
-        lent.give_back();
-        (ProxyBody::full(all.clone()), Some(all))
-    }
 }
 
 fn strip_port(host: &str) -> &str {
