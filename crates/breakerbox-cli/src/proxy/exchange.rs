@@ -23,6 +23,8 @@ pub enum Failed {
     Timeout,
     /// The upstream failed, after this much of its own time.
     Upstream(SendError, Duration),
+    /// A keep-alive race that could not be retried: answered 502, not judged.
+    Race(SendError),
 }
 
 /// A response head, the connection it came on, and the time charged to the upstream.
@@ -68,7 +70,10 @@ pub async fn send(
                 let latency = charged(started, clock.now(), upload);
                 return match sent {
                     Ok((response, lent)) => Ok(Head { response, lent, latency }),
-                    Err(error) => Err(client_fault().unwrap_or(Failed::Upstream(error, latency))),
+                    Err(error) => Err(client_fault().unwrap_or(match error {
+                        race @ SendError::Race(_) => Failed::Race(race),
+                        error => Failed::Upstream(error, latency),
+                    })),
                 };
             }
             () = &mut sleep => {

@@ -222,10 +222,22 @@ impl Proxy {
                     ),
                 )
             }
+            Err(Failed::Race(error)) => {
+                // Not judged: the permit goes back (a probe frees its slot).
+                drop(ticket);
+                return Ok(reply::error(
+                    StatusCode::BAD_GATEWAY,
+                    "bad_gateway",
+                    Some(name),
+                    Some(&error.to_string()),
+                ));
+            }
             Err(Failed::Upstream(error, latency)) => {
                 let (kind, transport) = match &error {
                     SendError::Connect(_) => (UpstreamError::Connect, TransportError::Connect),
-                    SendError::Http(_) => (UpstreamError::Other, TransportError::Other),
+                    SendError::Http(_) | SendError::Race(_) => {
+                        (UpstreamError::Other, TransportError::Other)
+                    }
                 };
                 let j = judge.judge_transport(transport, latency);
                 ticket

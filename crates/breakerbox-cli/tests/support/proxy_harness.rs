@@ -46,6 +46,8 @@ pub enum Fault {
     /// read, then the connection is closed without a response (a keep-alive race that
     /// lost after the request was written).
     DropReused,
+    /// Reads every request, then closes the connection without a response.
+    DropAll,
     /// Declares the whole body but sends only this many bytes of it, then closes.
     Truncate(usize),
     /// Sends the head at once, then the body one byte per this interval.
@@ -202,7 +204,7 @@ fn serve_connection(
         }
         let s = script.lock().unwrap().clone();
         served += 1;
-        if s.fault == Fault::DropReused && served > 1 {
+        if (s.fault == Fault::DropReused && served > 1) || s.fault == Fault::DropAll {
             return;
         }
         count.fetch_add(1, Ordering::SeqCst);
@@ -352,7 +354,11 @@ pub fn post_head(addr: SocketAddr, target: &str, len: usize) -> String {
 
 /// Reads one response (head and body) from `stream`.
 pub fn read_reply(stream: TcpStream) -> std::io::Result<Reply> {
-    let mut reader = BufReader::new(stream);
+    read_reply_from(&mut BufReader::new(stream))
+}
+
+/// Reads one response from `reader`, leaving what follows it unread.
+pub fn read_reply_from(reader: &mut BufReader<TcpStream>) -> std::io::Result<Reply> {
     let mut line = String::new();
     reader.read_line(&mut line)?;
     let status = line
@@ -376,7 +382,7 @@ pub fn read_reply(stream: TcpStream) -> std::io::Result<Reply> {
         .get("transfer-encoding")
         .is_some_and(|t| t.contains("chunked"))
     {
-        read_chunked(&mut reader).ok_or_else(|| {
+        read_chunked(reader).ok_or_else(|| {
             std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "chunked body cut short")
         })?
     } else if let Some(len) = headers
@@ -396,6 +402,33 @@ pub fn read_reply(stream: TcpStream) -> std::io::Result<Reply> {
         headers,
         body: String::from_utf8_lossy(&body).into_owned(),
     })
+}
+
+/// A client connection kept alive across requests.
+pub struct KeepAlive {
+    reader: BufReader<TcpStream>,
+    addr: SocketAddr,
+}
+
+impl KeepAlive {
+    /// Connects to `addr`.
+    pub fn connect(addr: SocketAddr) -> KeepAlive {
+        let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        KeepAlive {
+            reader: BufReader::new(stream),
+            addr,
+        }
+    }
+
+    /// `GET target` on this connection.
+    pub fn get(&mut self, target: &str) -> std::io::Result<Reply> {
+        let head = format!("GET {target} HTTP/1.1\r\nhost: {}\r\n\r\n", self.addr);
+        self.reader.get_mut().write_all(head.as_bytes())?;
+        read_reply_from(&mut self.reader)
+    }
 }
 
 /// `GET target`.
