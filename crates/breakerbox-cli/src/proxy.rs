@@ -4,6 +4,7 @@
 
 mod admin;
 mod body;
+mod capacity;
 mod config;
 mod download;
 mod exchange;
@@ -119,11 +120,16 @@ async fn serve(config: ProxyConfig) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {} (admin)", config.admin.listen))?;
 
+    let max_connections = limits
+        .max_connections
+        .unwrap_or_else(capacity::default_max_connections);
+    let connection_limit = Arc::new(tokio::sync::Semaphore::new(max_connections));
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut threads = Vec::with_capacity(workers);
     for (i, socket) in sockets.into_iter().enumerate() {
         let proxy = proxy.clone();
         let stop = stop_rx.clone();
+        let connection_limit = connection_limit.clone();
         let thread = std::thread::Builder::new()
             .name(format!("proxy-worker-{i}"))
             .spawn(move || -> anyhow::Result<bool> {
@@ -143,6 +149,7 @@ async fn serve(config: ProxyConfig) -> anyhow::Result<()> {
                                 limits.max_header_bytes,
                                 stop,
                                 limits.shutdown_grace,
+                                Some(connection_limit),
                             )
                             .await,
                         )
@@ -152,11 +159,12 @@ async fn serve(config: ProxyConfig) -> anyhow::Result<()> {
         threads.push(thread);
     }
     eprintln!(
-        "breakerbox proxy: listening on {}, admin on {}, {} upstream(s), {} worker(s){}",
+        "breakerbox proxy: listening on {}, admin on {}, {} upstream(s), {} worker(s), at most {} connections{}",
         local,
         admin_listener.local_addr()?,
         proxy.upstreams.len(),
         workers,
+        max_connections,
         if config.redis.is_some() {
             ", state in redis"
         } else {
@@ -172,6 +180,7 @@ async fn serve(config: ProxyConfig) -> anyhow::Result<()> {
         16 * 1024,
         stop_rx,
         limits.shutdown_grace,
+        None,
     ));
 
     shutdown_signal().await?;

@@ -54,6 +54,9 @@ pub struct Limits {
     pub client_body_timeout: Duration,
     /// On SIGINT/SIGTERM, requests in flight get this long to finish.
     pub shutdown_grace: Duration,
+    /// Client connections served at once, over all workers (more wait to be accepted);
+    /// `None` for a default sized for the machine.
+    pub max_connections: Option<usize>,
 }
 
 impl Default for Limits {
@@ -64,6 +67,7 @@ impl Default for Limits {
             request_timeout: Duration::from_secs(30),
             client_body_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(10),
+            max_connections: None,
         }
     }
 }
@@ -107,6 +111,8 @@ const TOP_KEYS: &[&str] = &[
     "limits",
     "upstream",
 ];
+/// The largest `max_connections` accepted (far beyond any file-descriptor limit).
+const MAX_CONNECTIONS: u64 = 1_000_000;
 const ADMIN_KEYS: &[&str] = &["listen", "token"];
 const LIMIT_KEYS: &[&str] = &[
     "max_header_bytes",
@@ -114,6 +120,7 @@ const LIMIT_KEYS: &[&str] = &[
     "request_timeout",
     "client_body_timeout",
     "shutdown_grace",
+    "max_connections",
 ];
 const UPSTREAM_KEYS: &[&str] = &[
     "name",
@@ -300,6 +307,16 @@ pub fn parse(text: &str) -> Result<ProxyConfig, Vec<String>> {
         }
         if let Some(d) = duration(table, "shutdown_grace", "limits", &mut errors) {
             limits.shutdown_grace = d;
+        }
+        if let Some(n) = positive(table, "max_connections", "limits", 1, &mut errors) {
+            if n > MAX_CONNECTIONS {
+                errors.push(
+                    "limits.max_connections",
+                    format_args!("invalid value {n}: expected at most {MAX_CONNECTIONS}"),
+                );
+            } else {
+                limits.max_connections = usize::try_from(n).ok();
+            }
         }
     }
 

@@ -12,7 +12,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{watch, Semaphore};
 
 use super::body::ProxyBody;
 
@@ -29,7 +29,8 @@ impl std::fmt::Display for Hangup {
 impl std::error::Error for Hangup {}
 
 /// Serves HTTP/1.1 on `listener` with `handler` until `stop` turns true, then waits up to
-/// `grace` for open connections to finish their requests. Returns whether every
+/// `grace` for open connections to finish their requests. With a `limit`, at most its
+/// permits' worth of connections are open at once. Returns whether every
 /// connection finished in time.
 pub async fn serve<H, F>(
     listener: TcpListener,
@@ -38,6 +39,7 @@ pub async fn serve<H, F>(
     max_buf_size: usize,
     mut stop: watch::Receiver<bool>,
     grace: Duration,
+    limit: Option<Arc<Semaphore>>,
 ) -> bool
 where
     H: Send + Sync + 'static,
@@ -50,6 +52,14 @@ where
         .max_buf_size(max_buf_size.max(8192))
         .header_read_timeout(Duration::from_secs(30));
     loop {
+        // At the connection limit, stop accepting: new clients wait in the backlog.
+        let permit = match &limit {
+            Some(limit) => tokio::select! {
+                permit = limit.clone().acquire_owned() => permit.ok(),
+                _ = stop.changed() => break,
+            },
+            None => None,
+        };
         tokio::select! {
             accepted = listener.accept() => {
                 let (stream, peer) = match accepted {
@@ -67,6 +77,7 @@ where
                 let connection = graceful.watch(connection);
                 tokio::spawn(async move {
                     let _ = connection.await;
+                    drop(permit);
                 });
             }
             _ = stop.changed() => break,

@@ -70,6 +70,7 @@ pub struct Upstream {
     script: Arc<Mutex<Script>>,
     count: Arc<AtomicUsize>,
     connections: Arc<AtomicUsize>,
+    heads: Arc<AtomicUsize>,
     last: Arc<Mutex<Option<Seen>>>,
 }
 
@@ -87,17 +88,23 @@ impl Upstream {
         let count = Arc::new(AtomicUsize::new(0));
         let last = Arc::new(Mutex::new(None));
         let connections = Arc::new(AtomicUsize::new(0));
-        let (s, c, l, n) = (
+        let heads = Arc::new(AtomicUsize::new(0));
+        let (s, c, l, n, h) = (
             script.clone(),
             count.clone(),
             last.clone(),
             connections.clone(),
+            heads.clone(),
         );
         thread::spawn(move || {
             for stream in listener.incoming().flatten() {
                 n.fetch_add(1, Ordering::SeqCst);
-                let (s, c, l) = (s.clone(), c.clone(), l.clone());
-                thread::spawn(move || serve_connection(stream, s, c, l));
+                let counters = Counters {
+                    count: c.clone(),
+                    heads: h.clone(),
+                };
+                let (s, l) = (s.clone(), l.clone());
+                thread::spawn(move || serve_connection(stream, s, counters, l));
             }
         });
         Upstream {
@@ -105,6 +112,7 @@ impl Upstream {
             script,
             count,
             connections,
+            heads,
             last,
         }
     }
@@ -131,6 +139,11 @@ impl Upstream {
         self.count.load(Ordering::SeqCst)
     }
 
+    /// Request heads received so far (counted before their bodies are read).
+    pub fn heads(&self) -> usize {
+        self.heads.load(Ordering::SeqCst)
+    }
+
     /// Connections accepted so far.
     pub fn connections(&self) -> usize {
         self.connections.load(Ordering::SeqCst)
@@ -151,12 +164,18 @@ impl Upstream {
     }
 }
 
+struct Counters {
+    count: Arc<AtomicUsize>,
+    heads: Arc<AtomicUsize>,
+}
+
 fn serve_connection(
     stream: TcpStream,
     script: Arc<Mutex<Script>>,
-    count: Arc<AtomicUsize>,
+    counters: Counters,
     last: Arc<Mutex<Option<Seen>>>,
 ) {
+    let Counters { count, heads } = counters;
     let mut reader = BufReader::new(stream.try_clone().expect("clone stream"));
     let mut writer = stream;
     let mut served = 0usize;
@@ -183,6 +202,7 @@ fn serve_connection(
                 headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
             }
         }
+        heads.fetch_add(1, Ordering::SeqCst);
         let mut body = Vec::new();
         if let Some(len) = headers
             .get("content-length")
@@ -459,9 +479,10 @@ pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     path
 }
 
-/// The binary under test.
-pub fn binary() -> &'static str {
-    env!("CARGO_BIN_EXE_breakerbox")
+/// The binary under test: this build's, or the one `BREAKERBOX_BIN` names (to show that
+/// a new test fails against an older build).
+pub fn binary() -> String {
+    std::env::var("BREAKERBOX_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_breakerbox").into())
 }
 
 /// A running `breakerbox proxy`, killed on drop.
