@@ -4,6 +4,7 @@
 mod demo;
 mod ops;
 mod proxy;
+mod redact;
 mod replay;
 mod spec;
 

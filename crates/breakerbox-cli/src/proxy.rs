@@ -15,6 +15,7 @@ mod pool;
 mod reply;
 mod server;
 mod status;
+mod target;
 mod upload;
 
 use std::net::SocketAddr;
@@ -113,8 +114,16 @@ async fn serve(config: ProxyConfig) -> anyhow::Result<()> {
     let workers = config
         .workers
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
-    let sockets = bind_workers(config.listen, workers)
-        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    let sockets = bind_workers(config.listen, workers).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::AddrInUse {
+            anyhow::anyhow!(
+                "cannot listen on {}: the address is in use (is another proxy running?)",
+                config.listen
+            )
+        } else {
+            anyhow::Error::new(e).context(format!("cannot listen on {}", config.listen))
+        }
+    })?;
     let local = sockets[0].local_addr()?;
     let admin_listener = TcpListener::bind(config.admin.listen)
         .await
@@ -205,7 +214,20 @@ async fn serve(config: ProxyConfig) -> anyhow::Result<()> {
 
 /// `n` listening sockets on `addr` sharing its port through SO_REUSEPORT (the kernel
 /// spreads connections over them). With port 0, the first socket picks the port.
+///
+/// SO_REUSEPORT would also let another process (another proxy, another config) share
+/// the port and silently take part of the traffic: the port is first bound without it,
+/// which fails while anyone listens there.
 fn bind_workers(addr: SocketAddr, n: usize) -> std::io::Result<Vec<std::net::TcpListener>> {
+    if addr.port() != 0 {
+        let probe = if addr.is_ipv4() {
+            TcpSocket::new_v4()?
+        } else {
+            TcpSocket::new_v6()?
+        };
+        probe.set_reuseaddr(true)?;
+        probe.bind(addr)?;
+    }
     let mut addr = addr;
     let mut sockets = Vec::with_capacity(n);
     for _ in 0..n.max(1) {

@@ -147,7 +147,8 @@ fn a_stalled_client_holding_the_probe_slot_releases_it_and_a_healthy_probe_close
     let mut bytes = post_head(proxy.addr, "/payments/charge", 100).into_bytes();
     bytes.extend_from_slice(&[b'x'; 10]);
     let stream = send_raw(proxy.addr, &bytes);
-    assert!(eventually(Duration::from_secs(5), || proxy.phase("payments")
+    assert!(eventually(Duration::from_secs(5), || proxy
+        .phase("payments")
         == "half_open"));
     assert_eq!(read_reply(stream).unwrap().status, 408);
     let probe = get(proxy.addr, "/payments/x");
@@ -180,7 +181,8 @@ fn a_response_body_cut_short_after_a_200_head_is_a_failure_and_the_client_sees_t
         let cut = try_request(proxy.addr, "GET", "/payments/x", &[], b"");
         assert!(cut.is_err(), "a cut body reached the client whole: {cut:?}");
     }
-    assert!(eventually(Duration::from_secs(5), || proxy.phase("payments")
+    assert!(eventually(Duration::from_secs(5), || proxy
+        .phase("payments")
         == "open"));
     assert_eq!(failures(&proxy), 2);
     assert_eq!(
@@ -231,7 +233,10 @@ fn a_trickling_response_body_is_cut_at_the_request_timeout_and_counts_as_a_failu
     let cut = try_request(proxy.addr, "GET", "/payments/x", &[], b"");
     let took = started.elapsed();
     assert!(cut.is_err(), "a trickled body reached the client: {cut:?}");
-    assert!(took < Duration::from_secs(6), "the client was held {took:?}");
+    assert!(
+        took < Duration::from_secs(6),
+        "the client was held {took:?}"
+    );
     assert!(eventually(Duration::from_secs(5), || failures(&proxy) == 1));
     assert_eq!(proxy.phase("payments"), "open");
     assert_eq!(

@@ -84,7 +84,13 @@ fn a_post_dropped_after_it_was_written_on_a_reused_connection_is_not_retried_nor
     let dir = temp_dir("keepalive-post-not-retried");
     let proxy = ProxyProcess::start(&dir, &config(&upstream, "consecutive_failures = 1"));
     assert_eq!(get(proxy.addr, "/payments/warm").status, 200);
-    let reply = request(proxy.addr, "POST", "/payments/charge", &[], b"{\"amount\":1}");
+    let reply = request(
+        proxy.addr,
+        "POST",
+        "/payments/charge",
+        &[],
+        b"{\"amount\":1}",
+    );
     assert_eq!(reply.status, 502, "{}", reply.body);
     assert_eq!(upstream.count(), 1, "the POST was sent twice");
     assert_eq!(calls(&proxy, "failure"), 0);

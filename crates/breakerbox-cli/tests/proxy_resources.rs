@@ -68,7 +68,11 @@ fn a_stalled_chunked_upload_is_ended_by_the_client_body_timeout() {
     let dir = temp_dir("chunked-stalled");
     let proxy = ProxyProcess::start(
         &dir,
-        &config(&upstream, "", "client_body_timeout = \"700ms\"\nrequest_timeout = \"60s\""),
+        &config(
+            &upstream,
+            "",
+            "client_body_timeout = \"700ms\"\nrequest_timeout = \"60s\"",
+        ),
     );
     let mut bytes = chunked_head(proxy.addr).into_bytes();
     bytes.extend(chunk(&[b'x'; 1000]));
@@ -99,8 +103,11 @@ fn connections_beyond_max_connections_wait_until_one_closes() {
     thread::sleep(Duration::from_millis(300));
     let mut waiting = send_raw(
         proxy.addr,
-        format!("GET /payments/late HTTP/1.1\r\nhost: {}\r\nconnection: close\r\n\r\n", proxy.addr)
-            .as_bytes(),
+        format!(
+            "GET /payments/late HTTP/1.1\r\nhost: {}\r\nconnection: close\r\n\r\n",
+            proxy.addr
+        )
+        .as_bytes(),
     );
     waiting
         .set_read_timeout(Some(Duration::from_millis(800)))
@@ -129,7 +136,11 @@ fn max_connections_holds_over_all_workers_together() {
     let dir = temp_dir("max-connections-workers");
     let proxy = ProxyProcess::start(
         &dir,
-        &config(&upstream, "workers = 2", "max_connections = 3\nrequest_timeout = \"30s\""),
+        &config(
+            &upstream,
+            "workers = 2",
+            "max_connections = 3\nrequest_timeout = \"30s\"",
+        ),
     );
     let addr = proxy.addr;
     let clients: Vec<_> = (0..6)

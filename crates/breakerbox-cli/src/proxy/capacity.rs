@@ -61,7 +61,8 @@ mod tests {
         let limits = "Limit                     Soft Limit           Hard Limit           Units     \n\
                       Max open files            20000                1048576              files     \n";
         assert_eq!(open_files_soft_limit(limits), Some(20000));
-        let unlimited = "Max open files            unlimited            unlimited            files\n";
+        let unlimited =
+            "Max open files            unlimited            unlimited            files\n";
         assert_eq!(open_files_soft_limit(unlimited), None);
         assert_eq!(
             mem_total_bytes("MemTotal:       24684012 kB\nMemFree: 1 kB\n"),

@@ -86,6 +86,8 @@ pub struct RedisConfig {
 pub struct UpstreamConfig {
     /// The breaker's name.
     pub name: String,
+    /// Its position in the file (`upstream[index]`).
+    pub index: usize,
     /// The path prefix routed here, if any.
     pub route: Option<String>,
     /// The `Host` routed here (without port), if any.
@@ -111,6 +113,8 @@ const TOP_KEYS: &[&str] = &[
     "limits",
     "upstream",
 ];
+/// The largest `max_header_bytes` accepted: the parser buffers this much per connection.
+const MAX_HEADER_BYTES: u64 = 1024 * 1024;
 /// The largest `max_connections` accepted (far beyond any file-descriptor limit).
 const MAX_CONNECTIONS: u64 = 1_000_000;
 const ADMIN_KEYS: &[&str] = &["listen", "token"];
@@ -294,7 +298,14 @@ pub fn parse(text: &str) -> Result<ProxyConfig, Vec<String>> {
     if let Some(table) = sub_table(&root, "limits", "", &mut errors) {
         errors.unknown_keys(table, LIMIT_KEYS, "limits");
         if let Some(n) = positive(table, "max_header_bytes", "limits", 1024, &mut errors) {
-            limits.max_header_bytes = n as usize;
+            if n > MAX_HEADER_BYTES {
+                errors.push(
+                    "limits.max_header_bytes",
+                    format_args!("invalid value {n}: expected at most {MAX_HEADER_BYTES}"),
+                );
+            } else {
+                limits.max_header_bytes = n as usize;
+            }
         }
         if let Some(n) = positive(table, "max_body_bytes", "limits", 0, &mut errors) {
             limits.max_body_bytes = n;
@@ -329,11 +340,20 @@ pub fn parse(text: &str) -> Result<ProxyConfig, Vec<String>> {
         } else {
             errors.push(
                 "redis",
-                format_args!("invalid value {url:?}: expected a redis://HOST:PORT URL"),
+                format_args!(
+                    "invalid value {:?}: expected a redis://HOST:PORT URL",
+                    crate::redact::url(url)
+                ),
             );
             None
         }
     });
+    if root.contains_key("redis_prefix") && !root.contains_key("redis") {
+        errors.push(
+            "redis_prefix",
+            "set without `redis` (the prefix names keys in Redis)",
+        );
+    }
 
     let mut upstreams = Vec::new();
     match root.get("upstream") {
@@ -346,7 +366,7 @@ pub fn parse(text: &str) -> Result<ProxyConfig, Vec<String>> {
                 let path = format!("upstream[{i}]");
                 match item {
                     Value::Table(table) => {
-                        if let Some(u) = upstream(table, &path, &mut errors) {
+                        if let Some(u) = upstream(table, i, &path, &mut errors) {
                             upstreams.push(u);
                         }
                     }
@@ -368,9 +388,29 @@ pub fn parse(text: &str) -> Result<ProxyConfig, Vec<String>> {
     for (i, u) in upstreams.iter().enumerate() {
         if let Some(j) = upstreams[..i].iter().position(|o| o.name == u.name) {
             errors.push(
-                &format!("upstream[{i}].name"),
-                format_args!("duplicate name {:?} (also upstream[{j}])", u.name),
+                &format!("upstream[{}].name", u.index),
+                format_args!(
+                    "duplicate name {:?} (also upstream[{}])",
+                    u.name, upstreams[j].index
+                ),
             );
+        }
+        let same_match = |o: &UpstreamConfig| o.host == u.host && o.route == u.route;
+        if let Some(j) = upstreams[..i].iter().position(same_match) {
+            let other = upstreams[j].index;
+            match (&u.route, &u.host) {
+                (Some(route), _) => errors.push(
+                    &format!("upstream[{}].route", u.index),
+                    format_args!("duplicate route {route:?} (also upstream[{other}])"),
+                ),
+                (None, Some(host)) => errors.push(
+                    &format!("upstream[{}].host", u.index),
+                    format_args!(
+                        "duplicate host {host:?} (also upstream[{other}]; hosts are compared without case)"
+                    ),
+                ),
+                (None, None) => {}
+            }
         }
     }
 
@@ -387,7 +427,12 @@ pub fn parse(text: &str) -> Result<ProxyConfig, Vec<String>> {
     }
 }
 
-fn upstream(table: &Table, path: &str, errors: &mut Errors) -> Option<UpstreamConfig> {
+fn upstream(
+    table: &Table,
+    index: usize,
+    path: &str,
+    errors: &mut Errors,
+) -> Option<UpstreamConfig> {
     let before = errors.0.len();
     errors.unknown_keys(table, UPSTREAM_KEYS, path);
     let name = match string(table, "name", path, errors) {
@@ -417,7 +462,20 @@ fn upstream(table: &Table, path: &str, errors: &mut Errors) -> Option<UpstreamCo
             None
         }
     });
-    let host = string(table, "host", path, errors).map(|h| h.to_ascii_lowercase());
+    let host = string(table, "host", path, errors).and_then(|h| {
+        if h.is_empty() {
+            errors.push(&join(path, "host"), "must not be empty");
+            None
+        } else if h.contains([':', '/', '@']) || h.chars().any(char::is_whitespace) {
+            errors.push(
+                &join(path, "host"),
+                format_args!("invalid value {h:?}: expected a host name without a port"),
+            );
+            None
+        } else {
+            Some(h.to_ascii_lowercase())
+        }
+    });
     if !table.contains_key("route") && !table.contains_key("host") {
         errors.push(
             path,
@@ -481,6 +539,7 @@ fn upstream(table: &Table, path: &str, errors: &mut Errors) -> Option<UpstreamCo
     let (authority, base_path) = target?;
     Some(UpstreamConfig {
         name: name?,
+        index,
         route,
         host,
         authority,
@@ -500,6 +559,14 @@ fn valid_name(name: &str) -> bool {
 }
 
 fn target(url: &str, key: &str, errors: &mut Errors) -> Option<(http::uri::Authority, String)> {
+    // Never echo a URL with credentials in it.
+    if authority_text(url).is_some_and(|a| a.contains('@')) {
+        errors.push(
+            key,
+            "credentials (user:password@) are not allowed in an upstream URL",
+        );
+        return None;
+    }
     let uri: http::Uri = match url.parse() {
         Ok(uri) => uri,
         Err(e) => {
@@ -518,6 +585,10 @@ fn target(url: &str, key: &str, errors: &mut Errors) -> Option<(http::uri::Autho
         errors.push(key, format_args!("invalid value {url:?}: no host"));
         return None;
     };
+    if let Err(why) = check_authority(authority.as_str()) {
+        errors.push(key, why);
+        return None;
+    }
     if uri.query().is_some() {
         errors.push(
             key,
@@ -527,4 +598,40 @@ fn target(url: &str, key: &str, errors: &mut Errors) -> Option<(http::uri::Autho
     }
     let base = uri.path().trim_end_matches('/').to_string();
     Some((authority, base))
+}
+
+/// The authority part of `scheme://authority/...`, as written.
+fn authority_text(url: &str) -> Option<&str> {
+    let rest = url.split_once("://")?.1;
+    Some(rest.split(['/', '?', '#']).next().unwrap_or(rest))
+}
+
+/// A host and an optional port in 1-65535 (the `http` crate takes `:99999` and `:abc`,
+/// then falls back to port 80).
+fn check_authority(authority: &str) -> Result<(), String> {
+    let (host, port) = if let Some(rest) = authority.strip_prefix('[') {
+        match rest.split_once(']') {
+            Some((host, after)) => (host, after.strip_prefix(':')),
+            None => return Err("unclosed IPv6 literal".into()),
+        }
+    } else {
+        match authority.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (authority, None),
+        }
+    };
+    if host.is_empty() {
+        return Err("no host".into());
+    }
+    match port {
+        None => Ok(()),
+        Some("") => Err("empty port".into()),
+        Some(p) if !p.bytes().all(|b| b.is_ascii_digit()) => {
+            Err(format!("port {p:?} is not a number"))
+        }
+        Some(p) => match p.parse::<u32>() {
+            Ok(n) if (1..=65535).contains(&n) => Ok(()),
+            _ => Err(format!("port {p} is out of range (1-65535)")),
+        },
+    }
 }

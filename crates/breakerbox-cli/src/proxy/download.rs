@@ -145,9 +145,9 @@ struct Budget {
 impl Budget {
     /// Time charged to the upstream so far (at `now`, counting a wait in progress).
     fn charged(&self, now: Nanos) -> Duration {
-        let waiting = self
-            .waiting_since
-            .map_or(Duration::ZERO, |since| now.saturating_sub(since).as_duration());
+        let waiting = self.waiting_since.map_or(Duration::ZERO, |since| {
+            now.saturating_sub(since).as_duration()
+        });
         let client = self.upload.as_ref().map_or(Duration::ZERO, |u| {
             u.client_time(now).saturating_sub(self.client_at_head)
         });

@@ -5,19 +5,20 @@ use std::sync::Arc;
 
 use breakerbox_http::TransportError;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use http::{Request, Response, StatusCode, Uri};
+use http::{Method, Request, Response, StatusCode};
 use http_body::Body;
 use hyper::body::Incoming;
 
 use super::body::ProxyBody;
 use super::config::{Limits, UpstreamConfig};
-use super::guard::Guard;
-use super::metrics::{Recorder, UpstreamError};
 use super::download::{BodyFault, Download, Outcome};
 use super::exchange::{self, Failed};
+use super::guard::Guard;
+use super::metrics::{Recorder, UpstreamError};
 use super::pool::{Pool, SendError};
 use super::reply;
 use super::server::Hangup;
+use super::target::{normalize_path, request_host, target_uri};
 use super::upload::{ClientFault, Upload, UploadState};
 
 /// One upstream with its breaker and judge.
@@ -89,7 +90,6 @@ impl Proxy {
     /// The upstream for a request: its `Host` and path against each upstream's `host` and
     /// `route`; a host match beats none, then the longest route prefix wins.
     fn route(&self, host: Option<&str>, path: &str) -> Option<(usize, &Upstream)> {
-        let host = host.map(strip_port);
         let mut best: Option<(usize, (bool, usize))> = None;
         for (i, u) in self.upstreams.iter().enumerate() {
             if let Some(want) = &u.config.host {
@@ -131,19 +131,39 @@ impl Proxy {
                 )),
             ));
         }
-        let host = request
-            .headers()
-            .get(header::HOST)
-            .and_then(|h| h.to_str().ok())
-            .or_else(|| request.uri().host());
-        let Some((slot, upstream)) = self.route(host, request.uri().path()) else {
+        if request.method() == Method::CONNECT {
+            let mut response = reply::error(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                None,
+                Some("CONNECT is not supported"),
+            );
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            return Ok(response);
+        }
+        let host = match request_host(&request) {
+            Ok(host) => host,
+            Err(why) => return Ok(bad_request(why)),
+        };
+        let path = match normalize_path(request.uri().path()) {
+            Ok(path) => path,
+            Err(why) => return Ok(bad_request(why)),
+        };
+        let Some((slot, upstream)) = self.route(host, &path) else {
             return Ok(reply::error(
                 StatusCode::NOT_FOUND,
                 "no_route",
                 None,
-                Some(request.uri().path()),
+                Some(&path),
             ));
         };
+        let uri = match target_uri(&upstream.config, request.uri(), &path) {
+            Some(uri) => uri,
+            None => return Ok(bad_request("invalid path")),
+        };
+        let absolute = request.uri().authority().cloned();
         let name = upstream.config.name.as_str();
         let stats = self.recorder.stats(name);
 
@@ -163,17 +183,13 @@ impl Proxy {
             }
         };
 
-        parts.uri = match target_uri(&upstream.config, &parts.uri) {
-            Some(uri) => uri,
-            None => {
-                return Ok(reply::error(
-                    StatusCode::BAD_REQUEST,
-                    "bad_request",
-                    Some(name),
-                    Some("invalid path"),
-                ))
+        parts.uri = uri;
+        if let Some(authority) = absolute {
+            // RFC 9112 §3.2.2: the target's authority replaces any Host header.
+            if let Ok(host) = HeaderValue::from_str(authority.as_str()) {
+                parts.headers.insert(header::HOST, host);
             }
-        };
+        }
         parts.version = http::Version::HTTP_11;
         strip_hop_by_hop(&mut parts.headers);
         forwarded_for(&mut parts.headers, peer);
@@ -315,7 +331,11 @@ impl Proxy {
     ) -> Result<(ProxyBody, Option<Arc<UploadState>>), Response<ProxyBody>> {
         let max = self.limits.max_body_bytes;
         if incoming.size_hint().exact().is_some_and(|len| len > max) {
-            return Err(client_fault_reply_sync(ClientFault::TooLarge, None, &self.limits));
+            return Err(client_fault_reply_sync(
+                ClientFault::TooLarge,
+                None,
+                &self.limits,
+            ));
         }
         if incoming.is_end_stream() {
             return Ok((ProxyBody::empty(), None));
@@ -329,6 +349,15 @@ impl Proxy {
         );
         Ok((ProxyBody::Upload(upload), Some(state)))
     }
+}
+
+/// 400 for a malformed request, closing the connection.
+fn bad_request(why: &str) -> Response<ProxyBody> {
+    let mut response = reply::error(StatusCode::BAD_REQUEST, "bad_request", None, Some(why));
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
 }
 
 /// The answer to a request its client spoiled; `Hangup` when the client is gone.
@@ -360,9 +389,10 @@ fn client_fault_reply_sync(
             StatusCode::PAYLOAD_TOO_LARGE,
             format!("request body exceeds {} bytes", limits.max_body_bytes),
         ),
-        ClientFault::Malformed | ClientFault::Gone => {
-            (StatusCode::BAD_REQUEST, "malformed request body".to_string())
-        }
+        ClientFault::Malformed | ClientFault::Gone => (
+            StatusCode::BAD_REQUEST,
+            "malformed request body".to_string(),
+        ),
     };
     let mut response = reply::error(status, fault.as_str(), upstream, Some(&detail));
     // The rest of the request body is unread: this connection cannot carry another.
@@ -370,13 +400,6 @@ fn client_fault_reply_sync(
         .headers_mut()
         .insert(header::CONNECTION, HeaderValue::from_static("close"));
     response
-}
-
-fn strip_port(host: &str) -> &str {
-    if let Some(rest) = host.strip_prefix('[') {
-        return rest.split(']').next().unwrap_or(rest);
-    }
-    host.rsplit_once(':').map_or(host, |(h, _)| h)
 }
 
 /// The request line and headers, in bytes, as they were (about) on the wire.
@@ -390,37 +413,6 @@ fn header_bytes<B>(request: &Request<B>) -> usize {
         .headers()
         .iter()
         .fold(line, |n, (k, v)| n + k.as_str().len() + v.len() + 4)
-}
-
-/// The origin-form target (path and query) to send upstream.
-fn target_uri(upstream: &UpstreamConfig, uri: &Uri) -> Option<Uri> {
-    if !upstream.strip_prefix && upstream.base_path.is_empty() {
-        let mut parts = http::uri::Parts::default();
-        parts.path_and_query = Some(
-            uri.path_and_query()
-                .cloned()
-                .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/")),
-        );
-        return Uri::from_parts(parts).ok();
-    }
-    let mut path = uri.path();
-    if upstream.strip_prefix {
-        if let Some(route) = &upstream.route {
-            let trimmed = route.trim_end_matches('/');
-            path = path.strip_prefix(trimmed).unwrap_or(path);
-        }
-    }
-    let mut pq = String::with_capacity(upstream.base_path.len() + path.len() + 64);
-    pq.push_str(&upstream.base_path);
-    if !path.starts_with('/') {
-        pq.push('/');
-    }
-    pq.push_str(path);
-    if let Some(q) = uri.query() {
-        pq.push('?');
-        pq.push_str(q);
-    }
-    Uri::try_from(pq).ok()
 }
 
 fn strip_hop_by_hop(headers: &mut HeaderMap) {
