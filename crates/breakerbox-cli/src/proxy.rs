@@ -181,7 +181,10 @@ async fn serve(config: ProxyConfig) -> anyhow::Result<()> {
         }
     );
 
-    let admin = Arc::new(Admin::new(proxy.clone(), config.admin.token));
+    let admin = Arc::new(Admin::new(
+        proxy.clone(),
+        admin::Access::new(config.admin.token, config.admin.hosts),
+    ));
     let admin_task = tokio::spawn(server::serve(
         admin_listener,
         admin,

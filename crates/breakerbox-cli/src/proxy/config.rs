@@ -37,6 +37,9 @@ pub struct AdminConfig {
     pub listen: SocketAddr,
     /// When set, every admin action needs `Authorization: Bearer TOKEN`.
     pub token: Option<String>,
+    /// Host names (lower case) the admin listener answers under, besides IP literals and
+    /// `localhost`.
+    pub hosts: Vec<String>,
 }
 
 /// `[limits]`.
@@ -117,7 +120,7 @@ const TOP_KEYS: &[&str] = &[
 const MAX_HEADER_BYTES: u64 = 1024 * 1024;
 /// The largest `max_connections` accepted (far beyond any file-descriptor limit).
 const MAX_CONNECTIONS: u64 = 1_000_000;
-const ADMIN_KEYS: &[&str] = &["listen", "token"];
+const ADMIN_KEYS: &[&str] = &["listen", "token", "hosts"];
 const LIMIT_KEYS: &[&str] = &[
     "max_header_bytes",
     "max_body_bytes",
@@ -279,6 +282,7 @@ pub fn parse(text: &str) -> Result<ProxyConfig, Vec<String>> {
     let mut admin = AdminConfig {
         listen: SocketAddr::from(([127, 0, 0, 1], 9090)),
         token: None,
+        hosts: Vec::new(),
     };
     if let Some(table) = sub_table(&root, "admin", "", &mut errors) {
         errors.unknown_keys(table, ADMIN_KEYS, "admin");
@@ -291,6 +295,33 @@ pub fn parse(text: &str) -> Result<ProxyConfig, Vec<String>> {
             } else {
                 admin.token = Some(token.to_string());
             }
+        }
+        match table.get("hosts") {
+            None => {}
+            Some(Value::Array(list)) => {
+                for (i, item) in list.iter().enumerate() {
+                    match item.as_str() {
+                        Some(h)
+                            if !h.is_empty()
+                                && !h.contains([':', '/', '@'])
+                                && !h.chars().any(char::is_whitespace) =>
+                        {
+                            admin.hosts.push(h.to_ascii_lowercase())
+                        }
+                        _ => errors.push(
+                            &format!("admin.hosts[{i}]"),
+                            "expected a host name without a port, like \"admin.internal\"",
+                        ),
+                    }
+                }
+            }
+            Some(other) => errors.push(
+                "admin.hosts",
+                format_args!(
+                    "expected an array of host names, found {}",
+                    type_name(other)
+                ),
+            ),
         }
     }
 

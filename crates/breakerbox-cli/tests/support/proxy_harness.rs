@@ -461,6 +461,14 @@ pub fn post(addr: SocketAddr, target: &str, headers: &[(&str, &str)]) -> Reply {
     request(addr, "POST", target, headers, b"")
 }
 
+/// An admin action as a script sends it: `POST target` with a JSON content type (a
+/// browser cannot send that cross-origin without asking first) and `headers`.
+pub fn admin_post(addr: SocketAddr, target: &str, headers: &[(&str, &str)]) -> Reply {
+    let mut all = vec![("content-type", "application/json")];
+    all.extend_from_slice(headers);
+    request(addr, "POST", target, &all, b"")
+}
+
 /// A fresh directory under cargo's per-target temp dir (`target/tmp/breakerbox-cli/NAME`;
 /// names are unique per test).
 pub fn temp_dir(name: &str) -> PathBuf {
