@@ -28,6 +28,10 @@ use tokio::sync::watch;
 
 pub use config::ProxyConfig;
 
+/// The exit code when shutdown had to cut requests in flight at the end of the grace
+/// period (1 is for errors, 2 for bad arguments).
+const SHUTDOWN_CUT: u8 = 3;
+
 /// mimalloc for the whole binary: the proxy allocates a little per request on every
 /// worker thread, and glibc's malloc was a visible share of its CPU time.
 #[global_allocator]
@@ -141,7 +145,7 @@ async fn serve(config: ProxyConfig) -> anyhow::Result<()> {
         let connection_limit = connection_limit.clone();
         let thread = std::thread::Builder::new()
             .name(format!("proxy-worker-{i}"))
-            .spawn(move || -> anyhow::Result<bool> {
+            .spawn(move || -> anyhow::Result<usize> {
                 let runtime = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()?;
@@ -201,15 +205,26 @@ async fn serve(config: ProxyConfig) -> anyhow::Result<()> {
         limits.shutdown_grace
     );
     let _ = stop_tx.send(true);
-    let mut finished = true;
+    let mut cut = 0usize;
+    let mut failed = false;
     for thread in threads {
         // Joining blocks this thread: run it off the runtime so Redis work keeps going.
-        let joined = tokio::task::spawn_blocking(move || thread.join()).await;
-        finished &= matches!(joined, Ok(Ok(Ok(true))));
+        match tokio::task::spawn_blocking(move || thread.join()).await {
+            Ok(Ok(Ok(n))) => cut += n,
+            _ => failed = true,
+        }
     }
     admin_task.abort();
-    if !finished {
-        eprintln!("breakerbox proxy: grace period over, closing remaining connections");
+    if failed {
+        return Err(crate::Fatal::new(1, "a worker thread failed during shutdown").into());
+    }
+    if cut > 0 {
+        eprintln!("breakerbox proxy: grace period over, {cut} connection(s) cut");
+        return Err(crate::Fatal::new(
+            SHUTDOWN_CUT,
+            format!("stopped after cutting {cut} connection(s) with requests in flight"),
+        )
+        .into());
     }
     eprintln!("breakerbox proxy: stopped");
     Ok(())
