@@ -3,6 +3,7 @@
 
 mod demo;
 mod ops;
+mod printable;
 mod proxy;
 mod redact;
 mod replay;
