@@ -155,3 +155,38 @@ fn ambiguous_or_meaningless_configs_are_errors_naming_the_key() {
         assert!(stderr.contains(expected), "missing {expected:?} in:\n{stderr}");
     }
 }
+
+#[test]
+fn a_redis_password_in_the_config_is_never_printed() {
+    let dir = temp_dir("redis-password");
+    let upstream = "[[upstream]]\nname = \"a\"\nroute = \"/\"\nurl = \"http://127.0.0.1:1\"\n";
+    for redis in [
+        "rediss:/:pw-in-config-77@127.0.0.1:6379/",
+        "http://user:pw-in-config-77@127.0.0.1:6379/",
+    ] {
+        let config = format!("redis = \"{redis}\"\n{}{upstream}", listeners());
+        let (ok, stderr) = check(&dir, "redis.toml", &config);
+        assert!(!ok, "{redis} passed --check");
+        assert!(stderr.contains("redis: invalid value"), "{stderr}");
+        assert!(
+            !stderr.contains("pw-in-config-77"),
+            "the password was printed:\n{stderr}"
+        );
+    }
+    let config = format!(
+        "redis = \"redis://:pw-in-config-77@127.0.0.1:notaport/\"\n{}{upstream}",
+        listeners()
+    );
+    let path = write(&dir, "start.toml", &config);
+    let out = Command::new(harness::binary())
+        .args(["proxy", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !stderr.contains("pw-in-config-77"),
+        "the password was printed:\n{stderr}"
+    );
+}
