@@ -8,7 +8,7 @@
 #[path = "support/proxy_harness.rs"]
 mod harness;
 
-use harness::{admin_post, listeners, request, temp_dir, ProxyProcess, Upstream};
+use harness::{admin_post, request, temp_dir, ProxyProcess, Upstream};
 
 fn start(name: &str, admin_extra: &str) -> (Upstream, ProxyProcess) {
     let upstream = Upstream::start();

@@ -1,5 +1,6 @@
 //! Forwarding one request: route, limits, breaker, upstream call, judgement.
 
+use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -159,7 +160,11 @@ impl Proxy {
                 Some(&path),
             ));
         };
-        let uri = match target_uri(&upstream.config, request.uri(), &path) {
+        let rewritten = match &path {
+            Cow::Borrowed(_) => None,
+            Cow::Owned(p) => Some(p.as_str()),
+        };
+        let uri = match target_uri(&upstream.config, request.uri(), rewritten) {
             Some(uri) => uri,
             None => return Ok(bad_request("invalid path")),
         };

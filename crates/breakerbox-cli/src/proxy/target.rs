@@ -109,16 +109,17 @@ pub fn normalize_path(path: &str) -> Result<Cow<'_, str>, &'static str> {
     Ok(Cow::Owned(format!("/{}", out.join("/"))))
 }
 
-/// The origin-form target (`path` and `query`) to send to `upstream`.
-pub fn target_uri(upstream: &UpstreamConfig, uri: &Uri, path: &Cow<'_, str>) -> Option<Uri> {
-    if !upstream.strip_prefix && upstream.base_path.is_empty() {
-        if let (Cow::Borrowed(_), Some(pq)) = (path, uri.path_and_query()) {
+/// The origin-form target to send to `upstream`: `uri`'s path (or `rewritten`, its
+/// normalised form, when it had dot-segments) and query.
+pub fn target_uri(upstream: &UpstreamConfig, uri: &Uri, rewritten: Option<&str>) -> Option<Uri> {
+    if !upstream.strip_prefix && upstream.base_path.is_empty() && rewritten.is_none() {
+        if let Some(pq) = uri.path_and_query() {
             let mut parts = http::uri::Parts::default();
             parts.path_and_query = Some(pq.clone());
             return Uri::from_parts(parts).ok();
         }
     }
-    let mut path: &str = path;
+    let mut path: &str = rewritten.unwrap_or(uri.path());
     if upstream.strip_prefix {
         if let Some(route) = &upstream.route {
             let trimmed = route.trim_end_matches('/');
