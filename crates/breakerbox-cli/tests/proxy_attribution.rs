@@ -279,3 +279,36 @@ fn a_client_that_reads_a_large_body_slowly_is_not_charged_to_the_upstream() {
     }));
     assert_eq!(failures(&proxy), 0);
 }
+
+#[test]
+fn a_stalled_upload_gives_its_probe_slot_back_long_before_the_client_body_timeout() {
+    let upstream = Upstream::start();
+    upstream.answer(500, "down");
+    let dir = temp_dir("stalled-probe-early-release");
+    let proxy = ProxyProcess::start(
+        &dir,
+        &config(
+            &upstream,
+            "consecutive_failures = 1\nrecovery_timeout = \"300ms\"\nmax_probes = 1\nrequired_successes = 1\nhalf_open_timeout = \"60s\"",
+            "request_timeout = \"5s\"\nclient_body_timeout = \"30s\"",
+        ),
+    );
+    assert_eq!(get(proxy.addr, "/payments/x").status, 500);
+    upstream.answer(200, "back");
+    thread::sleep(Duration::from_millis(400));
+    let mut bytes = post_head(proxy.addr, "/payments/charge", 100).into_bytes();
+    bytes.extend_from_slice(&[b'x'; 10]);
+    let stalled = send_raw(proxy.addr, &bytes);
+    assert!(eventually(Duration::from_secs(5), || proxy
+        .phase("payments")
+        == "half_open"));
+    // Well before the 30 s client body timeout, a healthy request gets the slot.
+    let started = Instant::now();
+    let closed = eventually(Duration::from_secs(10), || {
+        get(proxy.addr, "/payments/x").status == 200
+    });
+    assert!(closed, "the stalled upload kept the probe slot");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_eq!(proxy.phase("payments"), "closed");
+    drop(stalled);
+}

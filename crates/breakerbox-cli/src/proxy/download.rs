@@ -68,8 +68,9 @@ pub struct Outcome {
     pub proxy: Arc<Proxy>,
     /// The upstream's index.
     pub slot: usize,
-    /// The permit, recorded (or released) once.
-    pub ticket: Ticket,
+    /// The permit, recorded (or released) once; `None` when it was given back early (a
+    /// probe whose client stalled): nothing is judged then.
+    pub ticket: Option<Ticket>,
     /// The response status.
     pub status: StatusCode,
     /// The response's `Retry-After`, for the judge's hint.
@@ -90,8 +91,10 @@ impl Outcome {
 
     /// The body arrived whole (`body` holds it when it was read for judging).
     pub fn complete(self, body: Option<&[u8]>, latency: Duration) {
+        let Some(probe) = self.ticket.as_ref().map(Ticket::is_probe) else {
+            return;
+        };
         let upstream = &self.proxy.upstreams[self.slot];
-        let probe = self.ticket.is_probe();
         let j = upstream.config.judge.judge_response(
             self.status,
             &self.retry_after,
@@ -104,7 +107,7 @@ impl Outcome {
 
     /// The body failed; the client's fault (its upload failed) is not the upstream's.
     pub fn fail(self, fault: &BodyFault, latency: Duration) {
-        if self.upload.as_ref().is_some_and(|u| u.fault().is_some()) {
+        if self.ticket.is_none() || self.upload.as_ref().is_some_and(|u| u.fault().is_some()) {
             return;
         }
         let upstream = &self.proxy.upstreams[self.slot];
@@ -121,11 +124,14 @@ impl Outcome {
     }
 
     fn record(self, verdict: Verdict, latency: Duration, hint: Option<Duration>) {
+        let Some(ticket) = self.ticket else {
+            return;
+        };
         let name = &self.proxy.upstreams[self.slot].config.name;
         if let Some(s) = self.proxy.recorder.stats(name) {
             s.call(verdict);
         }
-        self.ticket.record_detached(verdict, latency, hint);
+        ticket.record_detached(verdict, latency, hint);
     }
 }
 

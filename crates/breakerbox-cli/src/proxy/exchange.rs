@@ -11,6 +11,7 @@ use http::{Request, Response};
 use hyper::body::Incoming;
 
 use super::body::ProxyBody;
+use super::guard::Ticket;
 use super::pool::{Lent, Pool, SendError};
 use super::upload::{ClientFault, UploadState};
 
@@ -46,8 +47,14 @@ pub fn charged(started: Nanos, now: Nanos, upload: Option<&UploadState>) -> Dura
     }
 }
 
+/// How long a half-open probe may wait on its client's body before its permit goes back:
+/// probes are few, and a client that holds one while it stalls would keep the breaker
+/// from closing (or, past the half-open deadline, re-open it).
+const PROBE_CLIENT_PATIENCE: Duration = Duration::from_secs(1);
+
 /// Sends `request` to upstream `slot` and waits for the response head, at most `timeout`
-/// of the upstream's own time.
+/// of the upstream's own time. A probe `ticket` whose client makes the exchange wait
+/// longer than [`PROBE_CLIENT_PATIENCE`] is released (taken out of `ticket`).
 pub async fn send(
     pool: &Arc<Pool>,
     slot: usize,
@@ -55,6 +62,7 @@ pub async fn send(
     request: Request<ProxyBody>,
     upload: Option<&UploadState>,
     timeout: Duration,
+    ticket: &mut Option<Ticket>,
 ) -> Result<Head, Failed> {
     let clock = MonotonicClock;
     let started = clock.now();
@@ -63,6 +71,10 @@ pub async fn send(
     tokio::pin!(sending);
     let sleep = tokio::time::sleep(timeout);
     tokio::pin!(sleep);
+    // Only a probe with a body to upload is watched (no timer otherwise).
+    let watched = upload.filter(|_| ticket.as_ref().is_some_and(Ticket::is_probe));
+    let patience = tokio::time::sleep(PROBE_CLIENT_PATIENCE);
+    tokio::pin!(patience);
     loop {
         tokio::select! {
             biased;
@@ -87,6 +99,16 @@ pub async fn send(
                 // The client held things up: the upstream gets that time back.
                 let deadline = sleep.deadline() + (timeout - used);
                 sleep.as_mut().reset(deadline);
+            }
+            () = &mut patience, if watched.is_some() && ticket.is_some() => {
+                let waited = watched.map_or(Duration::ZERO, |u| u.current_wait(clock.now()));
+                if waited >= PROBE_CLIENT_PATIENCE {
+                    // Unjudged from here on: the slot goes to a probe that can report.
+                    drop(ticket.take());
+                } else {
+                    let deadline = patience.deadline() + (PROBE_CLIENT_PATIENCE - waited);
+                    patience.as_mut().reset(deadline);
+                }
             }
         }
     }

@@ -206,6 +206,9 @@ impl Proxy {
         let outgoing = Request::from_parts(parts, body);
 
         let judge = &upstream.config.judge;
+        // The exchange may give a probe permit back early (its client stalls): then
+        // nothing is judged.
+        let mut ticket = Some(ticket);
         let sent = exchange::send(
             pool,
             slot,
@@ -213,6 +216,7 @@ impl Proxy {
             outgoing,
             upload.as_deref(),
             self.limits.request_timeout,
+            &mut ticket,
         )
         .await;
         let (verdict, response) = match sent {
@@ -227,9 +231,11 @@ impl Proxy {
             Err(Failed::Timeout) => {
                 let latency = self.limits.request_timeout;
                 let j = judge.judge_transport(TransportError::Timeout, latency);
-                ticket
-                    .record_hinted(j.verdict, latency, j.retry_after)
-                    .await;
+                if let Some(ticket) = ticket {
+                    ticket
+                        .record_hinted(j.verdict, latency, j.retry_after)
+                        .await;
+                }
                 if let Some(s) = stats {
                     s.upstream_error(UpstreamError::Timeout);
                 }
@@ -261,9 +267,11 @@ impl Proxy {
                     }
                 };
                 let j = judge.judge_transport(transport, latency);
-                ticket
-                    .record_hinted(j.verdict, latency, j.retry_after)
-                    .await;
+                if let Some(ticket) = ticket {
+                    ticket
+                        .record_hinted(j.verdict, latency, j.retry_after)
+                        .await;
+                }
                 if let Some(s) = stats {
                     s.upstream_error(kind);
                 }

@@ -106,6 +106,14 @@ impl UploadState {
         Duration::from_nanos(waited.saturating_add(ongoing))
     }
 
+    /// How long the current wait on the client has lasted (zero when not waiting).
+    pub fn current_wait(&self, now: Nanos) -> Duration {
+        match self.since.load(Ordering::Acquire) {
+            0 => Duration::ZERO,
+            since => Duration::from_nanos(now.as_u64().saturating_sub(since - 1)),
+        }
+    }
+
     fn set_fault(&self, fault: ClientFault) {
         let _ = self.fault.compare_exchange(
             ClientFault::NONE,
