@@ -312,3 +312,43 @@ fn a_stalled_upload_gives_its_probe_slot_back_long_before_the_client_body_timeou
     assert_eq!(proxy.phase("payments"), "closed");
     drop(stalled);
 }
+
+#[test]
+fn a_client_that_leaves_mid_response_is_not_judged_and_frees_its_probe_slot() {
+    let upstream = Upstream::start();
+    upstream.answer(500, "down");
+    let dir = temp_dir("client-leaves-mid-response");
+    let proxy = ProxyProcess::start(
+        &dir,
+        &config(
+            &upstream,
+            "consecutive_failures = 1\nrecovery_timeout = \"300ms\"\nmax_probes = 1\nrequired_successes = 1\nhalf_open_timeout = \"60s\"",
+            "request_timeout = \"30s\"",
+        ),
+    );
+    assert_eq!(get(proxy.addr, "/payments/x").status, 500);
+    upstream.answer(200, &"z".repeat(24 * 1024 * 1024));
+    thread::sleep(Duration::from_millis(400));
+    // The probe's client reads a little of a large body, then goes away.
+    let mut stream = send_raw(
+        proxy.addr,
+        format!("GET /payments/big HTTP/1.1\r\nhost: {}\r\n\r\n", proxy.addr).as_bytes(),
+    );
+    let mut head = [0u8; 1024];
+    let n = stream.read(&mut head).unwrap();
+    assert!(String::from_utf8_lossy(&head[..n]).starts_with("HTTP/1.1 200"));
+    assert_eq!(proxy.phase("payments"), "half_open");
+    drop(stream);
+    upstream.answer(200, "ok");
+    assert!(
+        eventually(Duration::from_secs(10), || get(proxy.addr, "/payments/x")
+            .status
+            == 200),
+        "the departed client's probe slot was not given back"
+    );
+    let status = proxy.status();
+    let b = &status["breakers"]["payments"];
+    assert_eq!(b["phase"], "closed");
+    assert_eq!(b["calls"]["success"], 1, "{b}");
+    assert_eq!(b["calls"]["failure"], 1, "{b}");
+}
