@@ -2,6 +2,7 @@
 //! The time charged to the upstream excludes the time spent waiting on the client's
 //! request body, and a failure the client caused is reported as the client's.
 
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,6 +10,7 @@ use breakerbox::{Clock, MonotonicClock, Nanos};
 use http::uri::Authority;
 use http::{Request, Response};
 use hyper::body::Incoming;
+use tokio::time::Sleep;
 
 use super::body::ProxyBody;
 use super::guard::Ticket;
@@ -52,6 +54,14 @@ pub fn charged(started: Nanos, now: Nanos, upload: Option<&UploadState>) -> Dura
 /// from closing (or, past the half-open deadline, re-open it).
 const PROBE_CLIENT_PATIENCE: Duration = Duration::from_secs(1);
 
+/// Waits for `timer` (forever without one).
+async fn patiently(timer: &mut Option<Pin<Box<Sleep>>>) {
+    match timer {
+        Some(timer) => timer.as_mut().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// Sends `request` to upstream `slot` and waits for the response head, at most `timeout`
 /// of the upstream's own time. A probe `ticket` whose client makes the exchange wait
 /// longer than [`PROBE_CLIENT_PATIENCE`] is released (taken out of `ticket`).
@@ -73,8 +83,7 @@ pub async fn send(
     tokio::pin!(sleep);
     // Only a probe with a body to upload is watched (no timer otherwise).
     let watched = upload.filter(|_| ticket.as_ref().is_some_and(Ticket::is_probe));
-    let patience = tokio::time::sleep(PROBE_CLIENT_PATIENCE);
-    tokio::pin!(patience);
+    let mut patience = watched.map(|_| Box::pin(tokio::time::sleep(PROBE_CLIENT_PATIENCE)));
     loop {
         tokio::select! {
             biased;
@@ -100,14 +109,14 @@ pub async fn send(
                 let deadline = sleep.deadline() + (timeout - used);
                 sleep.as_mut().reset(deadline);
             }
-            () = &mut patience, if watched.is_some() && ticket.is_some() => {
+            () = patiently(&mut patience), if patience.is_some() && ticket.is_some() => {
                 let waited = watched.map_or(Duration::ZERO, |u| u.current_wait(clock.now()));
                 if waited >= PROBE_CLIENT_PATIENCE {
                     // Unjudged from here on: the slot goes to a probe that can report.
                     drop(ticket.take());
-                } else {
-                    let deadline = patience.deadline() + (PROBE_CLIENT_PATIENCE - waited);
-                    patience.as_mut().reset(deadline);
+                } else if let Some(timer) = &mut patience {
+                    let deadline = timer.deadline() + (PROBE_CLIENT_PATIENCE - waited);
+                    timer.as_mut().reset(deadline);
                 }
             }
         }
