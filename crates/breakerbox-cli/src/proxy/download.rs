@@ -22,7 +22,7 @@ use hyper::body::Incoming;
 use tokio::time::Sleep;
 
 use super::body::BoxError;
-use super::forward::Proxy;
+use super::forward::Worker;
 use super::guard::Ticket;
 use super::metrics::UpstreamError;
 use super::pool::Lent;
@@ -64,8 +64,8 @@ impl std::error::Error for BodyFault {}
 
 /// What judging an exchange at the end of its body needs.
 pub struct Outcome {
-    /// The proxy (for the judge and the counters).
-    pub proxy: Arc<Proxy>,
+    /// The worker thread (for the judge and the counters).
+    pub worker: Arc<Worker>,
     /// The upstream's index.
     pub slot: usize,
     /// The permit, recorded (or released) once; `None` when it was given back early (a
@@ -94,7 +94,7 @@ impl Outcome {
         let Some(probe) = self.ticket.as_ref().map(Ticket::is_probe) else {
             return;
         };
-        let upstream = &self.proxy.upstreams[self.slot];
+        let upstream = &self.worker.proxy.upstreams[self.slot];
         let j = upstream.config.judge.judge_response(
             self.status,
             &self.retry_after,
@@ -110,14 +110,14 @@ impl Outcome {
         if self.ticket.is_none() || self.upload.as_ref().is_some_and(|u| u.fault().is_some()) {
             return;
         }
-        let upstream = &self.proxy.upstreams[self.slot];
+        let upstream = &self.worker.proxy.upstreams[self.slot];
         let transport = match fault {
             BodyFault::Truncated => TransportError::Other,
             BodyFault::Timeout => TransportError::Timeout,
         };
         let mut j = upstream.config.judge.judge_transport(transport, latency);
         j.reason = fault.reason().into();
-        if let Some(s) = self.proxy.recorder.stats(&upstream.config.name) {
+        if let Some(s) = self.worker.proxy.recorder.stats(&upstream.config.name) {
             s.upstream_error(fault.kind());
         }
         self.record(j.verdict, latency, j.retry_after);
@@ -127,8 +127,8 @@ impl Outcome {
         let Some(ticket) = self.ticket else {
             return;
         };
-        let name = &self.proxy.upstreams[self.slot].config.name;
-        if let Some(s) = self.proxy.recorder.stats(name) {
+        let name = &self.worker.proxy.upstreams[self.slot].config.name;
+        if let Some(s) = self.worker.proxy.recorder.stats(name) {
             s.call(verdict);
         }
         ticket.record_detached(verdict, latency, hint);

@@ -56,11 +56,11 @@ impl Worker {
 
     /// Handles one request from `peer`.
     pub async fn handle(
-        &self,
+        self: &Arc<Self>,
         request: Request<Incoming>,
         peer: SocketAddr,
     ) -> Result<Response<ProxyBody>, Hangup> {
-        self.proxy.handle(&self.pool, request, peer).await
+        self.proxy.handle(self, request, peer).await
     }
 }
 
@@ -115,9 +115,11 @@ impl Proxy {
     }
 
     /// Handles one request from `peer`; `Hangup` closes the connection unanswered.
+    /// `worker` is the calling thread's: a response body holds it (not the proxy, whose
+    /// reference count every thread would touch).
     pub async fn handle(
-        self: &Arc<Self>,
-        pool: &Arc<Pool>,
+        &self,
+        worker: &Arc<Worker>,
         request: Request<Incoming>,
         peer: SocketAddr,
     ) -> Result<Response<ProxyBody>, Hangup> {
@@ -210,7 +212,7 @@ impl Proxy {
         // nothing is judged.
         let mut ticket = Some(ticket);
         let sent = exchange::send(
-            pool,
+            &worker.pool,
             slot,
             &upstream.config.authority,
             outgoing,
@@ -289,7 +291,7 @@ impl Proxy {
             Ok(head) => {
                 let (mut parts, incoming) = head.response.into_parts();
                 let outcome = Outcome {
-                    proxy: self.clone(),
+                    worker: worker.clone(),
                     slot,
                     ticket,
                     status: parts.status,
