@@ -352,3 +352,30 @@ fn a_client_that_leaves_mid_response_is_not_judged_and_frees_its_probe_slot() {
     assert_eq!(b["calls"]["success"], 1, "{b}");
     assert_eq!(b["calls"]["failure"], 1, "{b}");
 }
+
+#[test]
+fn an_upstream_that_gives_up_on_a_stalled_client_body_is_not_judged_for_it() {
+    let upstream = Upstream::start();
+    upstream.fault(Fault::BodyTimeout(Duration::from_millis(300)));
+    let dir = temp_dir("upstream-gives-up-on-stalled-body");
+    let proxy = ProxyProcess::start(
+        &dir,
+        &config(
+            &upstream,
+            "consecutive_failures = 1",
+            "request_timeout = \"10s\"\nclient_body_timeout = \"10s\"",
+        ),
+    );
+    for _ in 0..3 {
+        let mut bytes = post_head(proxy.addr, "/payments/charge", 100).into_bytes();
+        bytes.extend_from_slice(&[b'x'; 10]);
+        let reply = read_reply(send_raw(proxy.addr, &bytes)).unwrap();
+        assert_eq!(reply.status, 408, "{reply:?}");
+    }
+    assert_eq!(
+        failures(&proxy),
+        0,
+        "the stalled clients were judged against the upstream"
+    );
+    assert_eq!(proxy.phase("payments"), "closed");
+}

@@ -54,6 +54,10 @@ pub fn charged(started: Nanos, now: Nanos, upload: Option<&UploadState>) -> Dura
 /// from closing (or, past the half-open deadline, re-open it).
 const PROBE_CLIENT_PATIENCE: Duration = Duration::from_secs(1);
 
+/// A client that has sent nothing of its unfinished body for this long when the upstream
+/// gives up (an error, or a 408) is the one at fault: servers time out stalled bodies too.
+const CLIENT_STALLED: Duration = Duration::from_millis(100);
+
 /// Waits for `timer` (forever without one).
 async fn patiently(timer: &mut Option<Pin<Box<Sleep>>>) {
     match timer {
@@ -88,9 +92,20 @@ pub async fn send(
         tokio::select! {
             biased;
             sent = &mut sending => {
-                let latency = charged(started, clock.now(), upload);
+                let now = clock.now();
+                let latency = charged(started, now, upload);
+                let stalled = upload.is_some_and(|u| u.stalled(now, CLIENT_STALLED));
                 return match sent {
-                    Ok((response, lent)) => Ok(Head { response, lent, latency }),
+                    Ok((response, lent)) => {
+                        if stalled && response.status() == http::StatusCode::REQUEST_TIMEOUT {
+                            // The upstream timed out the client's body: not judged.
+                            drop(ticket.take());
+                        }
+                        Ok(Head { response, lent, latency })
+                    }
+                    Err(_) if stalled && client_fault().is_none() => {
+                        Err(Failed::Client(ClientFault::Stalled))
+                    }
                     Err(error) => Err(client_fault().unwrap_or(match error {
                         race @ SendError::Race(_) => Failed::Race(race),
                         error => Failed::Upstream(error, latency),

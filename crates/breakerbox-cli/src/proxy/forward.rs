@@ -396,7 +396,7 @@ fn client_fault_reply_sync(
         ClientFault::Stalled => (
             StatusCode::REQUEST_TIMEOUT,
             format!(
-                "no byte of the request body for {:?} (client_body_timeout)",
+                "the request body stalled (client_body_timeout is {:?})",
                 limits.client_body_timeout
             ),
         ),

@@ -5,7 +5,7 @@
 
 use std::future::Future as _;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -82,6 +82,8 @@ impl std::error::Error for ClientFault {}
 #[derive(Debug, Default)]
 pub struct UploadState {
     fault: AtomicU8,
+    /// Whether the whole body arrived.
+    done: AtomicBool,
     /// Nanoseconds spent waiting on the client in waits that have ended.
     waited: AtomicU64,
     /// When the current wait on the client began, plus one; 0 when not waiting.
@@ -104,6 +106,12 @@ impl UploadState {
             now.as_u64().saturating_sub(since - 1)
         };
         Duration::from_nanos(waited.saturating_add(ongoing))
+    }
+
+    /// Whether the client is holding the exchange up: the body has not all arrived and
+    /// nothing of it has for at least `at_least` (at `now`).
+    pub fn stalled(&self, now: Nanos, at_least: Duration) -> bool {
+        !self.done.load(Ordering::Acquire) && self.current_wait(now) >= at_least
     }
 
     /// How long the current wait on the client has lasted (zero when not waiting).
@@ -219,6 +227,9 @@ impl Body for Upload {
                         return this.fail(ClientFault::TooLarge);
                     }
                 }
+                if this.incoming.is_end_stream() {
+                    this.state.done.store(true, Ordering::Release);
+                }
                 Poll::Ready(Some(Ok(frame)))
             }
             Poll::Ready(Some(Err(error))) => {
@@ -231,6 +242,7 @@ impl Body for Upload {
             }
             Poll::Ready(None) => {
                 this.stop_waiting();
+                this.state.done.store(true, Ordering::Release);
                 Poll::Ready(None)
             }
             Poll::Pending => {

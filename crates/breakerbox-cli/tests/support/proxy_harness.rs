@@ -52,6 +52,9 @@ pub enum Fault {
     Truncate(usize),
     /// Sends the head at once, then the body one byte per this interval.
     Trickle(Duration),
+    /// Gives up on a request body that does not arrive within this: answers 408 and
+    /// closes (as servers with their own body timeout do).
+    BodyTimeout(Duration),
 }
 
 /// One request as the upstream saw it.
@@ -204,12 +207,21 @@ fn serve_connection(
         }
         heads.fetch_add(1, Ordering::SeqCst);
         let mut body = Vec::new();
+        let fault = script.lock().unwrap().fault;
+        if let Fault::BodyTimeout(limit) = fault {
+            let _ = writer.set_read_timeout(Some(limit));
+        }
         if let Some(len) = headers
             .get("content-length")
             .and_then(|l| l.parse::<usize>().ok())
         {
             body.resize(len, 0);
             if reader.read_exact(&mut body).is_err() {
+                if matches!(fault, Fault::BodyTimeout(_)) {
+                    let _ = writer.write_all(
+                        b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                    );
+                }
                 return;
             }
         } else if headers
