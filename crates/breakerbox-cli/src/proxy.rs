@@ -12,6 +12,7 @@ mod forward;
 mod guard;
 mod metrics;
 mod pool;
+mod probe_watch;
 mod reply;
 mod server;
 mod status;

@@ -379,3 +379,38 @@ fn an_upstream_that_gives_up_on_a_stalled_client_body_is_not_judged_for_it() {
     );
     assert_eq!(proxy.phase("payments"), "closed");
 }
+
+#[test]
+fn a_probe_whose_client_stops_reading_the_response_gives_its_slot_back() {
+    let upstream = Upstream::start();
+    upstream.answer(500, "down");
+    let dir = temp_dir("probe-reader-stalls");
+    let proxy = ProxyProcess::start(
+        &dir,
+        &config(
+            &upstream,
+            "consecutive_failures = 1\nrecovery_timeout = \"300ms\"\nmax_probes = 1\nrequired_successes = 1\nhalf_open_timeout = \"60s\"",
+            "request_timeout = \"30s\"",
+        ),
+    );
+    assert_eq!(get(proxy.addr, "/payments/x").status, 500);
+    upstream.answer(200, &"z".repeat(24 * 1024 * 1024));
+    thread::sleep(Duration::from_millis(400));
+    // The probe's client reads the head, then stops reading (and stays connected).
+    let mut stalled = send_raw(
+        proxy.addr,
+        format!("GET /payments/big HTTP/1.1\r\nhost: {}\r\n\r\n", proxy.addr).as_bytes(),
+    );
+    let mut head = [0u8; 1024];
+    let n = stalled.read(&mut head).unwrap();
+    assert!(String::from_utf8_lossy(&head[..n]).starts_with("HTTP/1.1 200"));
+    upstream.answer(200, "ok");
+    assert!(
+        eventually(Duration::from_secs(10), || get(proxy.addr, "/payments/x")
+            .status
+            == 200),
+        "the stalled reader kept the probe slot"
+    );
+    assert_eq!(proxy.phase("payments"), "closed");
+    drop(stalled);
+}

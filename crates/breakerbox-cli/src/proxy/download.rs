@@ -26,6 +26,7 @@ use super::forward::Worker;
 use super::guard::Ticket;
 use super::metrics::UpstreamError;
 use super::pool::Lent;
+use super::probe_watch::ProbeHold;
 use super::upload::UploadState;
 
 /// How a response body failed after its head.
@@ -62,15 +63,55 @@ impl std::fmt::Display for BodyFault {
 
 impl std::error::Error for BodyFault {}
 
+/// The permit an exchange holds until its body ends.
+pub enum Hold {
+    /// Nothing to judge (the permit was given back early).
+    Nothing,
+    /// A permit held by the body alone.
+    Own(Ticket),
+    /// A probe, shared with a watchdog that gives it back if the client stops reading.
+    Watched(ProbeHold),
+}
+
+impl Hold {
+    /// Holds `ticket`, if any.
+    pub fn new(ticket: Option<Ticket>) -> Hold {
+        ticket.map_or(Hold::Nothing, Hold::Own)
+    }
+
+    fn take(&mut self) -> Option<Ticket> {
+        match std::mem::replace(self, Hold::Nothing) {
+            Hold::Nothing => None,
+            Hold::Own(ticket) => Some(ticket),
+            Hold::Watched(hold) => hold.take(),
+        }
+    }
+
+    /// A probe about to stream its body goes under watch.
+    fn watch_probe(&mut self) {
+        if matches!(self, Hold::Own(t) if t.is_probe()) {
+            if let Some(ticket) = self.take() {
+                *self = Hold::Watched(ProbeHold::start(ticket));
+            }
+        }
+    }
+
+    fn watch(&self) -> Option<&ProbeHold> {
+        match self {
+            Hold::Watched(watch) => Some(watch),
+            _ => None,
+        }
+    }
+}
+
 /// What judging an exchange at the end of its body needs.
 pub struct Outcome {
     /// The worker thread (for the judge and the counters).
     pub worker: Arc<Worker>,
     /// The upstream's index.
     pub slot: usize,
-    /// The permit, recorded (or released) once; `None` when it was given back early (a
-    /// probe whose client stalled): nothing is judged then.
-    pub ticket: Option<Ticket>,
+    /// The permit, recorded (or released) once; nothing is judged without one.
+    pub hold: Hold,
     /// The response status.
     pub status: StatusCode,
     /// The response's `Retry-After`, for the judge's hint.
@@ -90,8 +131,8 @@ impl Outcome {
     }
 
     /// The body arrived whole (`body` holds it when it was read for judging).
-    pub fn complete(self, body: Option<&[u8]>, latency: Duration) {
-        let Some(probe) = self.ticket.as_ref().map(Ticket::is_probe) else {
+    pub fn complete(mut self, body: Option<&[u8]>, latency: Duration) {
+        let Some(ticket) = self.hold.take() else {
             return;
         };
         let upstream = &self.worker.proxy.upstreams[self.slot];
@@ -100,16 +141,19 @@ impl Outcome {
             &self.retry_after,
             body,
             latency,
-            probe,
+            ticket.is_probe(),
         );
-        self.record(j.verdict, latency, j.retry_after);
+        self.record(ticket, j.verdict, latency, j.retry_after);
     }
 
     /// The body failed; the client's fault (its upload failed) is not the upstream's.
-    pub fn fail(self, fault: &BodyFault, latency: Duration) {
-        if self.ticket.is_none() || self.upload.as_ref().is_some_and(|u| u.fault().is_some()) {
+    pub fn fail(mut self, fault: &BodyFault, latency: Duration) {
+        if self.upload.as_ref().is_some_and(|u| u.fault().is_some()) {
             return;
         }
+        let Some(ticket) = self.hold.take() else {
+            return;
+        };
         let upstream = &self.worker.proxy.upstreams[self.slot];
         let transport = match fault {
             BodyFault::Truncated => TransportError::Other,
@@ -120,13 +164,10 @@ impl Outcome {
         if let Some(s) = self.worker.proxy.recorder.stats(&upstream.config.name) {
             s.upstream_error(fault.kind());
         }
-        self.record(j.verdict, latency, j.retry_after);
+        self.record(ticket, j.verdict, latency, j.retry_after);
     }
 
-    fn record(self, verdict: Verdict, latency: Duration, hint: Option<Duration>) {
-        let Some(ticket) = self.ticket else {
-            return;
-        };
+    fn record(&self, ticket: Ticket, verdict: Verdict, latency: Duration, hint: Option<Duration>) {
         let name = &self.worker.proxy.upstreams[self.slot].config.name;
         if let Some(s) = self.worker.proxy.recorder.stats(name) {
             s.call(verdict);
@@ -249,6 +290,8 @@ impl Download {
         };
         if download.rest.is_end_stream() {
             download.ended(None);
+        } else if let Some(outcome) = &mut download.outcome {
+            outcome.hold.watch_probe();
         }
         download
     }
@@ -297,6 +340,12 @@ impl Download {
         self.lent = None;
         if let Some(outcome) = self.outcome.take() {
             outcome.fail(fault, self.budget.total());
+        }
+    }
+
+    fn handed_frame(&self) {
+        if let Some(watch) = self.outcome.as_ref().and_then(|o| o.hold.watch()) {
+            watch.handed_frame();
         }
     }
 
@@ -349,13 +398,19 @@ impl Body for Download {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = self.get_mut();
+        if let Some(watch) = this.outcome.as_ref().and_then(|o| o.hold.watch()) {
+            watch.client_polled();
+        }
         if let Some(frame) = this.read.pop_front() {
+            this.handed_frame();
             return Poll::Ready(Some(Ok(frame)));
         }
         match this.poll_upstream(cx) {
             Poll::Ready(Some(Ok(frame))) => {
                 if this.rest.is_end_stream() {
                     this.ended(None);
+                } else {
+                    this.handed_frame();
                 }
                 Poll::Ready(Some(Ok(frame)))
             }

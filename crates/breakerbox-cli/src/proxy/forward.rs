@@ -12,7 +12,7 @@ use hyper::body::Incoming;
 
 use super::body::ProxyBody;
 use super::config::{Limits, UpstreamConfig};
-use super::download::{BodyFault, Download, Outcome};
+use super::download::{BodyFault, Download, Hold, Outcome};
 use super::exchange::{self, Failed};
 use super::guard::Guard;
 use super::metrics::{Recorder, UpstreamError};
@@ -293,7 +293,7 @@ impl Proxy {
                 let outcome = Outcome {
                     worker: worker.clone(),
                     slot,
-                    ticket,
+                    hold: Hold::new(ticket),
                     status: parts.status,
                     retry_after: Outcome::hint_headers(&parts.headers),
                     upload,
