@@ -148,11 +148,11 @@ impl Proxy {
         }
         let host = match request_host(&request) {
             Ok(host) => host,
-            Err(why) => return Ok(bad_request(why)),
+            Err(why) => return Ok(reply::bad_request(why)),
         };
         let path = match normalize_path(request.uri().path()) {
             Ok(path) => path,
-            Err(why) => return Ok(bad_request(why)),
+            Err(why) => return Ok(reply::bad_request(why)),
         };
         let Some((slot, upstream)) = self.route(host, &path) else {
             return Ok(reply::error(
@@ -168,7 +168,7 @@ impl Proxy {
         };
         let uri = match target_uri(&upstream.config, request.uri(), rewritten) {
             Some(uri) => uri,
-            None => return Ok(bad_request("invalid path")),
+            None => return Ok(reply::bad_request("invalid path")),
         };
         let absolute = request.uri().authority().cloned();
         let name = upstream.config.name.as_str();
@@ -228,7 +228,7 @@ impl Proxy {
                 if let Some(s) = stats {
                     s.client_fault(fault);
                 }
-                return client_fault_reply(fault, name, &self.limits);
+                return reply::client_fault(fault, name, &self.limits);
             }
             Err(Failed::Timeout) => {
                 let latency = self.limits.request_timeout;
@@ -346,7 +346,7 @@ impl Proxy {
     ) -> Result<(ProxyBody, Option<Arc<UploadState>>), Response<ProxyBody>> {
         let max = self.limits.max_body_bytes;
         if incoming.size_hint().exact().is_some_and(|len| len > max) {
-            return Err(client_fault_reply_sync(
+            return Err(reply::client_fault_response(
                 ClientFault::TooLarge,
                 None,
                 &self.limits,
@@ -364,57 +364,6 @@ impl Proxy {
         );
         Ok((ProxyBody::Upload(upload), Some(state)))
     }
-}
-
-/// 400 for a malformed request, closing the connection.
-fn bad_request(why: &str) -> Response<ProxyBody> {
-    let mut response = reply::error(StatusCode::BAD_REQUEST, "bad_request", None, Some(why));
-    response
-        .headers_mut()
-        .insert(header::CONNECTION, HeaderValue::from_static("close"));
-    response
-}
-
-/// The answer to a request its client spoiled; `Hangup` when the client is gone.
-fn client_fault_reply(
-    fault: ClientFault,
-    upstream: &str,
-    limits: &Limits,
-) -> Result<Response<ProxyBody>, Hangup> {
-    match fault {
-        ClientFault::Gone => Err(Hangup),
-        _ => Ok(client_fault_reply_sync(fault, Some(upstream), limits)),
-    }
-}
-
-fn client_fault_reply_sync(
-    fault: ClientFault,
-    upstream: Option<&str>,
-    limits: &Limits,
-) -> Response<ProxyBody> {
-    let (status, detail) = match fault {
-        ClientFault::Stalled => (
-            StatusCode::REQUEST_TIMEOUT,
-            format!(
-                "the request body stalled (client_body_timeout is {:?})",
-                limits.client_body_timeout
-            ),
-        ),
-        ClientFault::TooLarge => (
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("request body exceeds {} bytes", limits.max_body_bytes),
-        ),
-        ClientFault::Malformed | ClientFault::Gone => (
-            StatusCode::BAD_REQUEST,
-            "malformed request body".to_string(),
-        ),
-    };
-    let mut response = reply::error(status, fault.as_str(), upstream, Some(&detail));
-    // The rest of the request body is unread: this connection cannot carry another.
-    response
-        .headers_mut()
-        .insert(header::CONNECTION, HeaderValue::from_static("close"));
-    response
 }
 
 /// The request line and headers, in bytes, as they were (about) on the wire.
