@@ -195,9 +195,10 @@ fn two_thousand_stalled_chunked_uploads_keep_memory_bounded_and_all_end() {
         SENT / 1024,
         started.elapsed()
     );
-    // Buffering them would take UPLOADS * SENT = 500 MiB.
+    // Buffering them would take UPLOADS * SENT = 500 MiB (the buffering proxy held 644);
+    // streaming holds some 80 KiB per connection (buffers on both sides, tasks).
     assert!(
-        during < 200 * 1024,
+        during < 256 * 1024,
         "proxy RSS {} MiB with {UPLOADS} stalled uploads",
         during / 1024
     );
