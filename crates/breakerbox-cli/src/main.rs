@@ -3,7 +3,9 @@
 
 mod demo;
 mod ops;
+mod printable;
 mod proxy;
+mod redact;
 mod replay;
 mod spec;
 

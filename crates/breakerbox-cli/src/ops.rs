@@ -8,11 +8,11 @@ mod args;
 mod render;
 mod shared;
 
-use std::time::Duration;
-
 use anyhow::Context as _;
 use breakerbox_redis::ManualOp;
 
+use crate::printable::printable;
+use crate::redact;
 pub use args::{DisableArgs, ResetArgs, StatusArgs, Target, TripArgs};
 use shared::Shared;
 
@@ -33,29 +33,43 @@ pub fn status(args: StatusArgs) -> anyhow::Result<()> {
                     anyhow::bail!(
                         "no breaker named {name:?} under prefix {:?} on {}",
                         args.target.prefix,
-                        args.target.redis
+                        redact::url(&args.target.redis)
                     );
                 }
-                vec![name.clone()]
+                (vec![name.clone()], Vec::new())
             }
             None => shared.list().await?,
         };
-        let mut rows = Vec::with_capacity(names.len());
+        let (names, odd) = names;
+        let mut rows = Vec::with_capacity(names.len() + odd.len());
         for name in names {
             rows.push(shared.read(&name).await);
         }
+        rows.extend(odd);
         let out = if args.target.json {
             render::json(&rows)?
         } else {
             render::table(&rows)
         };
-        crate::emit(&out)
+        crate::emit(&out)?;
+        match (&args.name, rows.first().and_then(|r| r.error.as_ref())) {
+            (Some(name), Some(error)) => Err(anyhow::anyhow!("{name}: {}", printable(error))),
+            _ => Ok(()),
+        }
     })
 }
 
-fn manual(target: &Target, name: &str, op: ManualOp) -> anyhow::Result<()> {
+fn manual(target: &Target, name: &str, op: ManualOp, create: bool) -> anyhow::Result<()> {
     runtime()?.block_on(async {
         let shared = Shared::connect(target).await?;
+        if !create && !shared.exists(name).await? {
+            anyhow::bail!(
+                "no breaker named {name:?} under prefix {:?} on {} (check the name, or give \
+                 --create to create it)",
+                target.prefix,
+                redact::url(&target.redis)
+            );
+        }
         let row = shared.manual(name, op).await;
         let failed = row.error.clone();
         let out = if target.json {
@@ -65,14 +79,10 @@ fn manual(target: &Target, name: &str, op: ManualOp) -> anyhow::Result<()> {
         };
         crate::emit(&out)?;
         match failed {
-            Some(error) => Err(anyhow::anyhow!("{name}: {error}")),
+            Some(error) => Err(anyhow::anyhow!("{name}: {}", printable(&error))),
             None => Ok(()),
         }
     })
-}
-
-fn expiry(duration: Option<Duration>) -> Option<Duration> {
-    duration.filter(|d| !d.is_zero())
 }
 
 /// Runs `breakerbox trip NAME [--for DURATION]`: forces the breaker open.
@@ -80,13 +90,14 @@ pub fn trip(args: TripArgs) -> anyhow::Result<()> {
     manual(
         &args.target,
         &args.name,
-        ManualOp::ForceOpen(expiry(args.duration)),
+        ManualOp::ForceOpen(args.duration),
+        args.create,
     )
 }
 
 /// Runs `breakerbox reset NAME`: back to a fresh closed phase.
 pub fn reset(args: ResetArgs) -> anyhow::Result<()> {
-    manual(&args.target, &args.name, ManualOp::Reset)
+    manual(&args.target, &args.name, ManualOp::Reset, args.create)
 }
 
 /// Runs `breakerbox disable NAME [--for DURATION]`: admit every call, record nothing.
@@ -94,6 +105,7 @@ pub fn disable(args: DisableArgs) -> anyhow::Result<()> {
     manual(
         &args.target,
         &args.name,
-        ManualOp::Disable(expiry(args.duration)),
+        ManualOp::Disable(args.duration),
+        args.create,
     )
 }

@@ -4,14 +4,20 @@
 
 mod admin;
 mod body;
+mod capacity;
 mod config;
+mod download;
+mod exchange;
 mod forward;
 mod guard;
 mod metrics;
 mod pool;
+mod probe_watch;
 mod reply;
 mod server;
 mod status;
+mod target;
+mod upload;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -22,6 +28,10 @@ use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::watch;
 
 pub use config::ProxyConfig;
+
+/// The exit code when shutdown had to cut requests in flight at the end of the grace
+/// period (1 is for errors, 2 for bad arguments).
+const SHUTDOWN_CUT: u8 = 3;
 
 /// mimalloc for the whole binary: the proxy allocates a little per request on every
 /// worker thread, and glibc's malloc was a visible share of its CPU time.
@@ -109,21 +119,34 @@ async fn serve(config: ProxyConfig) -> anyhow::Result<()> {
     let workers = config
         .workers
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
-    let sockets = bind_workers(config.listen, workers)
-        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    let sockets = bind_workers(config.listen, workers).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::AddrInUse {
+            anyhow::anyhow!(
+                "cannot listen on {}: the address is in use (is another proxy running?)",
+                config.listen
+            )
+        } else {
+            anyhow::Error::new(e).context(format!("cannot listen on {}", config.listen))
+        }
+    })?;
     let local = sockets[0].local_addr()?;
     let admin_listener = TcpListener::bind(config.admin.listen)
         .await
         .with_context(|| format!("cannot listen on {} (admin)", config.admin.listen))?;
 
+    let max_connections = limits
+        .max_connections
+        .unwrap_or_else(capacity::default_max_connections);
+    let connection_limit = Arc::new(tokio::sync::Semaphore::new(max_connections));
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut threads = Vec::with_capacity(workers);
     for (i, socket) in sockets.into_iter().enumerate() {
         let proxy = proxy.clone();
         let stop = stop_rx.clone();
+        let connection_limit = connection_limit.clone();
         let thread = std::thread::Builder::new()
             .name(format!("proxy-worker-{i}"))
-            .spawn(move || -> anyhow::Result<bool> {
+            .spawn(move || -> anyhow::Result<usize> {
                 let runtime = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()?;
@@ -140,6 +163,7 @@ async fn serve(config: ProxyConfig) -> anyhow::Result<()> {
                                 limits.max_header_bytes,
                                 stop,
                                 limits.shutdown_grace,
+                                Some(connection_limit),
                             )
                             .await,
                         )
@@ -149,11 +173,12 @@ async fn serve(config: ProxyConfig) -> anyhow::Result<()> {
         threads.push(thread);
     }
     eprintln!(
-        "breakerbox proxy: listening on {}, admin on {}, {} upstream(s), {} worker(s){}",
+        "breakerbox proxy: listening on {}, admin on {}, {} upstream(s), {} worker(s), at most {} connections{}",
         local,
         admin_listener.local_addr()?,
         proxy.upstreams.len(),
         workers,
+        max_connections,
         if config.redis.is_some() {
             ", state in redis"
         } else {
@@ -161,14 +186,18 @@ async fn serve(config: ProxyConfig) -> anyhow::Result<()> {
         }
     );
 
-    let admin = Arc::new(Admin::new(proxy.clone(), config.admin.token));
+    let admin = Arc::new(Admin::new(
+        proxy.clone(),
+        admin::Access::new(config.admin.token, config.admin.hosts),
+    ));
     let admin_task = tokio::spawn(server::serve(
         admin_listener,
         admin,
-        |a: Arc<Admin>, request, peer| async move { a.handle(request, peer).await },
+        |a: Arc<Admin>, request, peer| async move { Ok(a.handle(request, peer).await) },
         16 * 1024,
         stop_rx,
         limits.shutdown_grace,
+        None,
     ));
 
     shutdown_signal().await?;
@@ -177,15 +206,26 @@ async fn serve(config: ProxyConfig) -> anyhow::Result<()> {
         limits.shutdown_grace
     );
     let _ = stop_tx.send(true);
-    let mut finished = true;
+    let mut cut = 0usize;
+    let mut failed = false;
     for thread in threads {
         // Joining blocks this thread: run it off the runtime so Redis work keeps going.
-        let joined = tokio::task::spawn_blocking(move || thread.join()).await;
-        finished &= matches!(joined, Ok(Ok(Ok(true))));
+        match tokio::task::spawn_blocking(move || thread.join()).await {
+            Ok(Ok(Ok(n))) => cut += n,
+            _ => failed = true,
+        }
     }
     admin_task.abort();
-    if !finished {
-        eprintln!("breakerbox proxy: grace period over, closing remaining connections");
+    if failed {
+        return Err(crate::Fatal::new(1, "a worker thread failed during shutdown").into());
+    }
+    if cut > 0 {
+        eprintln!("breakerbox proxy: grace period over, {cut} connection(s) cut");
+        return Err(crate::Fatal::new(
+            SHUTDOWN_CUT,
+            format!("stopped after cutting {cut} connection(s) with requests in flight"),
+        )
+        .into());
     }
     eprintln!("breakerbox proxy: stopped");
     Ok(())
@@ -193,7 +233,20 @@ async fn serve(config: ProxyConfig) -> anyhow::Result<()> {
 
 /// `n` listening sockets on `addr` sharing its port through SO_REUSEPORT (the kernel
 /// spreads connections over them). With port 0, the first socket picks the port.
+///
+/// SO_REUSEPORT would also let another process (another proxy, another config) share
+/// the port and silently take part of the traffic: the port is first bound without it,
+/// which fails while anyone listens there.
 fn bind_workers(addr: SocketAddr, n: usize) -> std::io::Result<Vec<std::net::TcpListener>> {
+    if addr.port() != 0 {
+        let probe = if addr.is_ipv4() {
+            TcpSocket::new_v4()?
+        } else {
+            TcpSocket::new_v6()?
+        };
+        probe.set_reuseaddr(true)?;
+        probe.bind(addr)?;
+    }
     let mut addr = addr;
     let mut sockets = Vec::with_capacity(n);
     for _ in 0..n.max(1) {

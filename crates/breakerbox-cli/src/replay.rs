@@ -15,6 +15,7 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use breakerbox_http::HumanDuration;
 
+use crate::printable::printable;
 use crate::spec::DependencySpec;
 use crate::Fatal;
 use engine::{Replayer, Stats};
@@ -84,6 +85,7 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
         (Box::new(BufReader::with_capacity(1 << 18, file)), size)
     };
 
+    let shown_trace = printable(&args.trace.display().to_string()).into_owned();
     let mut replayer = Replayer::new(config, judge, pointer, args.svg.is_some());
     let mut reader = TraceReader::new(input, args.timestamps);
     let mut progress = Progress::new(size);
@@ -92,7 +94,7 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
     loop {
         let next = reader
             .next_event()
-            .with_context(|| format!("reading {}", args.trace.display()))?;
+            .with_context(|| format!("reading {shown_trace}"))?;
         match next {
             Next::Event(e) => {
                 replayer.call(e.timestamp, e.status, e.latency, e.error_code.as_deref());
@@ -102,17 +104,16 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
                 if args.strict {
                     return Err(Fatal::new(
                         2,
-                        format!("{}:{}: {}", args.trace.display(), m.line, m.message),
+                        format!("{shown_trace}:{}: {}", m.line, printable(&m.message)),
                     )
                     .into());
                 }
                 malformed += 1;
                 if malformed <= SHOWN_MALFORMED {
                     eprintln!(
-                        "breakerbox: {}:{}: {} (skipped)",
-                        args.trace.display(),
+                        "breakerbox: {shown_trace}:{}: {} (skipped)",
                         m.line,
-                        m.message
+                        printable(&m.message)
                     );
                 }
             }
@@ -128,6 +129,13 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
         );
     }
 
+    if events == 0 {
+        return Err(Fatal::new(
+            2,
+            format!("{shown_trace}: no valid line ({malformed} malformed): nothing to replay"),
+        )
+        .into());
+    }
     let (stats, timeline) = replayer.finish();
     if let (Some(path), Some(timeline)) = (&args.svg, timeline) {
         let title = format!(
@@ -149,11 +157,13 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
     crate::emit(&String::from_utf8_lossy(&out))
 }
 
+/// The file name of `path`, safe to print.
 fn file_name(path: &std::path::Path) -> String {
-    path.file_name().map_or_else(
+    let name = path.file_name().map_or_else(
         || path.display().to_string(),
         |n| n.to_string_lossy().into_owned(),
-    )
+    );
+    printable(&name).into_owned()
 }
 
 fn ms(value: f64) -> HumanDuration {
@@ -215,7 +225,11 @@ fn write_text(out: &mut impl Write, summary: &Summary, args: &ReplayArgs) -> std
         writeln!(out, "  malformed lines skipped    {:>8}", summary.malformed)?;
     }
     if let Some(svg) = &args.svg {
-        writeln!(out, "  timeline written to {}", svg.display())?;
+        writeln!(
+            out,
+            "  timeline written to {}",
+            printable(&svg.display().to_string())
+        )?;
     }
     Ok(())
 }

@@ -9,7 +9,7 @@ mod harness;
 use std::path::Path;
 use std::process::Command;
 
-use harness::{get, listeners, post, temp_dir, ProxyProcess, Upstream};
+use harness::{admin_post, get, listeners, temp_dir, ProxyProcess, Upstream};
 
 fn chromium(profile: &Path, args: &[&str]) -> std::process::Output {
     let found = Command::new("sh")
@@ -67,7 +67,10 @@ fn the_dashboard_shows_every_breaker_with_its_live_phase_and_a_screenshot_is_wri
     for _ in 0..2 {
         get(proxy.addr, "/payments/charge");
     }
-    assert_eq!(post(proxy.admin, "/breakers/search/trip", &[]).status, 200);
+    assert_eq!(
+        admin_post(proxy.admin, "/breakers/search/trip", &[]).status,
+        200
+    );
 
     let page = get(proxy.admin, "/");
     assert_eq!(page.status, 200);
@@ -118,14 +121,20 @@ fn the_dashboard_shows_every_breaker_with_its_live_phase_and_a_screenshot_is_wri
     );
 
     // The page refreshes itself: a change after load shows up in a new rendering.
-    assert_eq!(post(proxy.admin, "/breakers/search/reset", &[]).status, 200);
+    assert_eq!(
+        admin_post(proxy.admin, "/breakers/search/reset", &[]).status,
+        200
+    );
     let out = chromium(&dir.join("profile-dom2"), &["--dump-dom", &url]);
     let dom = String::from_utf8_lossy(&out.stdout);
     assert!(
         card(&dom, "search").contains("class=\"phase closed\""),
         "{dom}"
     );
-    assert_eq!(post(proxy.admin, "/breakers/search/trip", &[]).status, 200);
+    assert_eq!(
+        admin_post(proxy.admin, "/breakers/search/trip", &[]).status,
+        200
+    );
 
     let shot = dir.join("dashboard.png");
     let _ = std::fs::remove_file(&shot);

@@ -146,7 +146,8 @@ async fn trip_with_an_expiry_forces_every_node_open_and_reset_closes_it() {
 async fn disable_without_expiry_lasts_until_reset() {
     let redis = RedisServer::start();
     let payments = node(&redis, "payments", "bb:").await;
-    let output = ops(&redis, &["disable", "payments"]);
+    // The node has not written its hash yet: the breaker does not exist in Redis.
+    let output = ops(&redis, &["disable", "payments", "--create"]);
     assert_ok(&output);
     assert!(
         stdout(&output).contains("disabled until reset"),

@@ -9,7 +9,9 @@ use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use harness::{eventually, get, listeners, post, request, temp_dir, write, ProxyProcess, Upstream};
+use harness::{
+    admin_post, eventually, get, listeners, request, temp_dir, write, ProxyProcess, Upstream,
+};
 
 fn one_upstream(upstream: &Upstream, breaker: &str, extra: &str) -> String {
     format!(
@@ -333,7 +335,7 @@ fn status_and_metrics_report_every_breaker() {
     assert!(p["retry_after_ms"].is_null());
     assert_eq!(status["breakers"]["inventory"]["phase"], "closed");
 
-    post(proxy.admin, "/breakers/inventory/trip", &[]);
+    admin_post(proxy.admin, "/breakers/inventory/trip", &[]);
     let metrics = get(proxy.admin, "/metrics");
     assert_eq!(metrics.status, 200);
     assert!(metrics
@@ -369,7 +371,7 @@ fn trip_and_reset_actions_work_from_loopback() {
         &dir,
         &one_upstream(&upstream, "consecutive_failures = 3", ""),
     );
-    let reply = post(proxy.admin, "/breakers/payments/trip", &[]);
+    let reply = admin_post(proxy.admin, "/breakers/payments/trip", &[]);
     assert_eq!(reply.status, 200);
     assert_eq!(reply.json()["phase"], "forced_open");
     let rejected = get(proxy.addr, "/payments/1");
@@ -378,7 +380,7 @@ fn trip_and_reset_actions_work_from_loopback() {
     assert_eq!(rejected.header("retry-after"), None);
     assert_eq!(upstream.count(), 0);
 
-    let reply = post(proxy.admin, "/breakers/payments/reset", &[]);
+    let reply = admin_post(proxy.admin, "/breakers/payments/reset", &[]);
     assert_eq!(
         (reply.status, reply.json()["phase"].as_str()),
         (200, Some("closed"))
@@ -386,7 +388,10 @@ fn trip_and_reset_actions_work_from_loopback() {
     assert_eq!(get(proxy.addr, "/payments/1").status, 200);
     assert_eq!(upstream.count(), 1);
 
-    assert_eq!(post(proxy.admin, "/breakers/nope/trip", &[]).status, 404);
+    assert_eq!(
+        admin_post(proxy.admin, "/breakers/nope/trip", &[]).status,
+        404
+    );
     assert_eq!(get(proxy.admin, "/breakers/payments/trip").status, 405);
 }
 
@@ -401,11 +406,11 @@ fn with_a_token_every_action_needs_it_even_from_loopback() {
     let dir = temp_dir("token");
     let proxy = ProxyProcess::start(&dir, &config);
     assert_eq!(
-        post(proxy.admin, "/breakers/payments/trip", &[]).status,
-        403
+        admin_post(proxy.admin, "/breakers/payments/trip", &[]).status,
+        401
     );
     assert_eq!(
-        post(
+        admin_post(
             proxy.admin,
             "/breakers/payments/trip",
             &[("authorization", "Bearer wrong")]
@@ -415,7 +420,7 @@ fn with_a_token_every_action_needs_it_even_from_loopback() {
     );
     assert_eq!(proxy.phase("payments"), "closed");
     assert_eq!(
-        post(
+        admin_post(
             proxy.admin,
             "/breakers/payments/trip",
             &[("authorization", "Bearer s3cret")]

@@ -10,7 +10,7 @@ mod redis_server;
 
 use std::time::Duration;
 
-use harness::{eventually, get, post, temp_dir, ProxyProcess, Upstream};
+use harness::{admin_post, eventually, get, temp_dir, ProxyProcess, Upstream};
 use redis_server::RedisServer;
 
 fn shared_config(redis: &RedisServer, upstream: &Upstream) -> String {
@@ -70,7 +70,10 @@ fn tripping_through_one_proxy_makes_the_other_reject_and_a_reset_through_either_
         "B contacted its upstream while open"
     );
 
-    assert_eq!(post(b.admin, "/breakers/payments/reset", &[]).status, 200);
+    assert_eq!(
+        admin_post(b.admin, "/breakers/payments/reset", &[]).status,
+        200
+    );
     assert!(
         eventually(Duration::from_secs(5), || a.phase("payments") == "closed"),
         "the reset through B did not reach A"
@@ -81,7 +84,10 @@ fn tripping_through_one_proxy_makes_the_other_reject_and_a_reset_through_either_
         "A did not forward again after the reset"
     );
 
-    assert_eq!(post(a.admin, "/breakers/payments/trip", &[]).status, 200);
+    assert_eq!(
+        admin_post(a.admin, "/breakers/payments/trip", &[]).status,
+        200
+    );
     assert!(
         eventually(Duration::from_secs(5), || get(b.addr, "/x").status == 503),
         "a trip through A did not reach B"

@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use breakerbox_http::parse_duration;
 
+use crate::printable::printable;
+
 /// Where the shared breakers live.
 #[derive(clap::Args, Debug, Clone)]
 pub struct Target {
@@ -22,6 +24,7 @@ pub struct Target {
 #[derive(clap::Args, Debug)]
 pub struct StatusArgs {
     /// One breaker; every breaker under the prefix when absent.
+    #[arg(value_parser = breaker_name)]
     pub name: Option<String>,
     #[command(flatten)]
     pub target: Target,
@@ -31,10 +34,14 @@ pub struct StatusArgs {
 #[derive(clap::Args, Debug)]
 pub struct TripArgs {
     /// The breaker to force open.
+    #[arg(value_parser = breaker_name)]
     pub name: String,
     /// Lift the override after this (e.g. 10m); until `reset` when absent.
     #[arg(long = "for", value_name = "DURATION", value_parser = duration_arg)]
     pub duration: Option<Duration>,
+    /// Create the breaker if no breaker has that name yet (else a typo is an error).
+    #[arg(long)]
+    pub create: bool,
     #[command(flatten)]
     pub target: Target,
 }
@@ -43,7 +50,11 @@ pub struct TripArgs {
 #[derive(clap::Args, Debug)]
 pub struct ResetArgs {
     /// The breaker to reset to a fresh closed phase.
+    #[arg(value_parser = breaker_name)]
     pub name: String,
+    /// Create the breaker if no breaker has that name yet (else a typo is an error).
+    #[arg(long)]
+    pub create: bool,
     #[command(flatten)]
     pub target: Target,
 }
@@ -52,14 +63,40 @@ pub struct ResetArgs {
 #[derive(clap::Args, Debug)]
 pub struct DisableArgs {
     /// The breaker to disable (every call admitted, nothing recorded).
+    #[arg(value_parser = breaker_name)]
     pub name: String,
     /// Lift the override after this (e.g. 10m); until `reset` when absent.
     #[arg(long = "for", value_name = "DURATION", value_parser = duration_arg)]
     pub duration: Option<Duration>,
+    /// Create the breaker if no breaker has that name yet (else a typo is an error).
+    #[arg(long)]
+    pub create: bool,
     #[command(flatten)]
     pub target: Target,
 }
 
+/// A duration above zero (`--for 0s` would mean "until reset" by accident).
 fn duration_arg(text: &str) -> Result<Duration, String> {
-    parse_duration(text).ok_or_else(|| format!("invalid duration \"{text}\" (e.g. 30s, 10m, 1h)"))
+    match parse_duration(text) {
+        Some(d) if !d.is_zero() => Ok(d),
+        Some(_) => Err(format!(
+            "invalid duration \"{text}\": must be above zero (leave --for out to last until reset)"
+        )),
+        None => Err(format!(
+            "invalid duration \"{}\" (e.g. 30s, 10m, 1h)",
+            printable(text)
+        )),
+    }
+}
+
+/// A breaker name that round-trips through its key `{prefix}{NAME}`: not empty, no
+/// braces (they delimit the hash tag), no control characters.
+fn breaker_name(text: &str) -> Result<String, String> {
+    if text.is_empty() || text.contains(['{', '}']) || text.chars().any(char::is_control) {
+        return Err(format!(
+            "invalid breaker name \"{}\": must be non-empty, without '{{', '}}' or control characters",
+            printable(text)
+        ));
+    }
+    Ok(text.to_owned())
 }

@@ -1,6 +1,7 @@
 //! The operator commands' output: a table for people, JSON for scripts.
 
 use super::shared::Row;
+use crate::printable::printable;
 
 /// Rows as pretty JSON (an array), with a trailing newline.
 pub fn json(rows: &[Row]) -> anyhow::Result<String> {
@@ -71,13 +72,13 @@ pub fn table(rows: &[Row]) -> String {
     let mut errors = Vec::new();
     for row in rows {
         if let Some(error) = &row.error {
-            errors.push(format!("{}: {error}", row.name));
+            errors.push(format!("{}: {}", printable(&row.name), printable(error)));
             if row.phase.is_none() {
                 continue;
             }
         }
         cells.push(vec![
-            row.name.clone(),
+            printable(&row.name).into_owned(),
             row.phase.clone().unwrap_or_default(),
             row.generation.to_string(),
             row.window_calls.to_string(),

@@ -12,6 +12,8 @@ use redis::AsyncCommands;
 use serde::Serialize;
 
 use super::args::Target;
+use crate::printable::printable;
+use crate::redact;
 
 /// Every Redis call of an operator command is bounded by this.
 const TIMEOUT: Duration = Duration::from_secs(3);
@@ -76,10 +78,13 @@ async fn bounded<T>(
 impl Shared {
     /// Connects to the target's Redis.
     pub async fn connect(target: &Target) -> anyhow::Result<Shared> {
+        // The URL may hold a password: it is only ever printed redacted, and the
+        // library's own messages about it are not passed on.
+        let shown = redact::url(&target.redis);
         let client = redis::Client::open(target.redis.as_str())
-            .with_context(|| format!("invalid redis URL {:?}", target.redis))?;
+            .map_err(|_| anyhow::anyhow!("invalid redis URL {shown:?}"))?;
         let conn = bounded(
-            &format!("cannot connect to {}", target.redis),
+            &format!("cannot connect to {shown}"),
             client.get_multiplexed_async_connection(),
         )
         .await?;
@@ -90,15 +95,17 @@ impl Shared {
         })
     }
 
-    /// The names of every breaker under the prefix, sorted.
-    pub async fn list(&self) -> anyhow::Result<Vec<String>> {
+    /// The names of every breaker under the prefix, sorted, and a row for each key under
+    /// it whose name cannot be read (not UTF-8): reported, never touched.
+    pub async fn list(&self) -> anyhow::Result<(Vec<String>, Vec<Row>)> {
         let pattern = format!("{}{{*}}", glob_escape(&self.prefix));
         let mut conn = self.conn.clone();
         let mut cursor: u64 = 0;
         let mut names = Vec::new();
+        let mut odd = Vec::new();
         // Bounded: a SCAN walk ends when the cursor comes back to 0.
         for _ in 0..1_000_000 {
-            let (next, keys): (u64, Vec<String>) = bounded(
+            let (next, keys): (u64, Vec<Vec<u8>>) = bounded(
                 "SCAN",
                 redis::cmd("SCAN")
                     .arg(cursor)
@@ -109,7 +116,20 @@ impl Shared {
                     .query_async(&mut conn),
             )
             .await?;
-            names.extend(keys.iter().filter_map(|k| self.name_of(k)));
+            for key in keys {
+                match String::from_utf8(key) {
+                    Ok(key) => names.extend(self.name_of(&key)),
+                    Err(e) => {
+                        let key = escape_bytes(e.as_bytes());
+                        odd.push(Row {
+                            name: self.name_of(&key).unwrap_or_else(|| key.clone()),
+                            key,
+                            error: Some("the key is not valid UTF-8; left alone".to_owned()),
+                            ..Row::default()
+                        });
+                    }
+                }
+            }
             cursor = next;
             if cursor == 0 {
                 break;
@@ -117,7 +137,9 @@ impl Shared {
         }
         names.sort();
         names.dedup();
-        Ok(names)
+        odd.sort_by(|a, b| a.key.cmp(&b.key));
+        odd.dedup_by(|a, b| a.key == b.key);
+        Ok((names, odd))
     }
 
     /// The breaker name of `key`, if it is `{prefix}{name}`.
@@ -308,6 +330,18 @@ fn row(name: &str, store: &RedisStore, answer: Result<Answer, String>) -> Row {
     }
 }
 
+/// `bytes` as text: valid UTF-8 kept (control characters escaped), other bytes as `\xff`.
+fn escape_bytes(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len() + 8);
+    for chunk in bytes.utf8_chunks() {
+        out.push_str(&printable(chunk.valid()));
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    out
+}
+
 /// Escapes the glob characters of SCAN's MATCH.
 fn glob_escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -340,6 +374,12 @@ mod tests {
         assert!(config_for(None).unwrap().rate.is_none());
         assert!(config_for(Some("x:1")).is_err());
         assert!(config_for(Some("c:zero:0:0")).is_err());
+    }
+
+    #[test]
+    fn keys_that_are_not_utf8_are_shown_escaped() {
+        assert_eq!(escape_bytes(b"bb:{bad\xff}"), "bb:{bad\\xff}");
+        assert_eq!(escape_bytes(b"\x1b[2J"), "\\x1b[2J");
     }
 
     #[test]

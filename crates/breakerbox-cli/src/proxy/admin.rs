@@ -1,10 +1,12 @@
 //! The admin listener: `/status`, `/metrics`, the dashboard at `/`, and the trip and reset
-//! actions (loopback only, or with the configured token from anyone).
+//! actions, under the rules of [`Access`].
 
-use std::net::{IpAddr, SocketAddr};
+mod access;
+
+use std::net::SocketAddr;
 use std::sync::Arc;
 
-use http::header::{HeaderValue, AUTHORIZATION, CACHE_CONTROL, CONTENT_TYPE};
+use http::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE, WWW_AUTHENTICATE};
 use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use serde_json::json;
@@ -13,19 +15,21 @@ use super::body::ProxyBody;
 use super::forward::Proxy;
 use super::{metrics, reply, status};
 
+pub use access::{Access, Denied};
+
 /// The dashboard page: no external assets, refreshes itself from `/status`.
 const DASHBOARD: &str = include_str!("admin/dashboard.html");
 
 /// The admin endpoints.
 pub struct Admin {
     proxy: Arc<Proxy>,
-    token: Option<String>,
+    access: Access,
 }
 
 impl Admin {
-    /// Admin endpoints over `proxy`; with a `token`, actions need `Authorization: Bearer TOKEN`.
-    pub fn new(proxy: Arc<Proxy>, token: Option<String>) -> Admin {
-        Admin { proxy, token }
+    /// Admin endpoints over `proxy`, guarded by `access`.
+    pub fn new(proxy: Arc<Proxy>, access: Access) -> Admin {
+        Admin { proxy, access }
     }
 
     /// Handles one admin request from `peer`.
@@ -34,6 +38,9 @@ impl Admin {
         request: Request<Incoming>,
         peer: SocketAddr,
     ) -> Response<ProxyBody> {
+        if let Err(why) = self.access.check_host(request.headers()) {
+            return denied(why);
+        }
         let path = request.uri().path();
         let method = request.method();
         match (method, path) {
@@ -94,8 +101,8 @@ impl Admin {
                 Some("use POST"),
             );
         }
-        if let Err(why) = self.authorize(request, peer) {
-            return reply::error(StatusCode::FORBIDDEN, "forbidden", None, Some(why));
+        if let Err(why) = self.access.check_action(request.headers(), peer.ip()) {
+            return denied(why);
         }
         let Some(upstream) = self.proxy.upstreams.iter().find(|u| u.config.name == name) else {
             return reply::error(StatusCode::NOT_FOUND, "unknown_breaker", Some(name), None);
@@ -117,41 +124,21 @@ impl Admin {
             ),
         }
     }
-
-    /// The rule: with a token, everyone must present it; without one, loopback only.
-    fn authorize(&self, request: &Request<Incoming>, peer: SocketAddr) -> Result<(), &'static str> {
-        let bearer = request
-            .headers()
-            .get(AUTHORIZATION)
-            .and_then(|v| v.to_str().ok());
-        authorize(self.token.as_deref(), bearer, peer.ip())
-    }
 }
 
-/// Whether an admin action from `peer`, with this `Authorization` header, is allowed.
-fn authorize(
-    token: Option<&str>,
-    authorization: Option<&str>,
-    peer: IpAddr,
-) -> Result<(), &'static str> {
-    match token {
-        Some(token) => {
-            let given = authorization
-                .and_then(|v| v.strip_prefix("Bearer "))
-                .map(str::trim);
-            match given {
-                Some(given) if constant_time_eq(given.as_bytes(), token.as_bytes()) => Ok(()),
-                Some(_) => Err("wrong token"),
-                None => Err("an admin token is configured: send Authorization: Bearer TOKEN"),
-            }
+/// The answer to a refused request: 401 with a challenge, or 403.
+fn denied(denied: Denied) -> Response<ProxyBody> {
+    match denied {
+        Denied::Unauthorized(why) => {
+            let mut r = reply::error(StatusCode::UNAUTHORIZED, "unauthorized", None, Some(why));
+            r.headers_mut().insert(
+                WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"breakerbox admin\""),
+            );
+            r
         }
-        None if peer.to_canonical().is_loopback() => Ok(()),
-        None => Err("actions are allowed from loopback only unless [admin] token is configured"),
+        Denied::Forbidden(why) => reply::error(StatusCode::FORBIDDEN, "forbidden", None, Some(why)),
     }
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 fn text(status: StatusCode, content_type: &'static str, body: String) -> Response<ProxyBody> {
@@ -160,42 +147,4 @@ fn text(status: StatusCode, content_type: &'static str, body: String) -> Respons
     r.headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
     r
-}
-
-#[cfg(test)]
-mod tests {
-    use super::authorize;
-    use std::net::IpAddr;
-
-    // A documentation address (TEST-NET-3): the rule is checked without sending anything.
-    const REMOTE: &str = "203.0.113.5";
-
-    fn ip(s: &str) -> IpAddr {
-        s.parse().unwrap()
-    }
-
-    #[test]
-    fn without_a_token_only_loopback_clients_may_act() {
-        assert_eq!(authorize(None, None, ip("127.0.0.1")), Ok(()));
-        assert_eq!(authorize(None, None, ip("::1")), Ok(()));
-        assert_eq!(authorize(None, None, ip("::ffff:127.0.0.1")), Ok(()));
-        assert!(authorize(None, None, ip(REMOTE)).is_err());
-        assert!(authorize(None, Some("Bearer anything"), ip(REMOTE)).is_err());
-    }
-
-    #[test]
-    fn with_a_token_everyone_must_present_it() {
-        let token = Some("t0ken");
-        assert_eq!(authorize(token, Some("Bearer t0ken"), ip(REMOTE)), Ok(()));
-        assert_eq!(
-            authorize(token, Some("Bearer t0ken"), ip("127.0.0.1")),
-            Ok(())
-        );
-        assert_eq!(
-            authorize(token, Some("Bearer nope"), ip(REMOTE)),
-            Err("wrong token")
-        );
-        assert!(authorize(token, None, ip("127.0.0.1")).is_err());
-        assert!(authorize(token, Some("t0ken"), ip(REMOTE)).is_err());
-    }
 }

@@ -37,6 +37,9 @@ pub struct AdminConfig {
     pub listen: SocketAddr,
     /// When set, every admin action needs `Authorization: Bearer TOKEN`.
     pub token: Option<String>,
+    /// Host names (lower case) the admin listener answers under, besides IP literals and
+    /// `localhost`.
+    pub hosts: Vec<String>,
 }
 
 /// `[limits]`.
@@ -46,10 +49,17 @@ pub struct Limits {
     pub max_header_bytes: usize,
     /// A request body may hold at most this many bytes (413 beyond).
     pub max_body_bytes: u64,
-    /// The upstream must answer (response head) within this (504 beyond).
+    /// The upstream's share of an exchange (response head and body, not counting time
+    /// spent waiting on the client) must fit in this (504, or a cut body, beyond).
     pub request_timeout: Duration,
+    /// A client that sends no byte of its request body for this long gets 408; its
+    /// request is not judged.
+    pub client_body_timeout: Duration,
     /// On SIGINT/SIGTERM, requests in flight get this long to finish.
     pub shutdown_grace: Duration,
+    /// Client connections served at once, over all workers (more wait to be accepted);
+    /// `None` for a default sized for the machine.
+    pub max_connections: Option<usize>,
 }
 
 impl Default for Limits {
@@ -58,7 +68,9 @@ impl Default for Limits {
             max_header_bytes: 16 * 1024,
             max_body_bytes: 10 * 1024 * 1024,
             request_timeout: Duration::from_secs(30),
+            client_body_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(10),
+            max_connections: None,
         }
     }
 }
@@ -77,6 +89,8 @@ pub struct RedisConfig {
 pub struct UpstreamConfig {
     /// The breaker's name.
     pub name: String,
+    /// Its position in the file (`upstream[index]`).
+    pub index: usize,
     /// The path prefix routed here, if any.
     pub route: Option<String>,
     /// The `Host` routed here (without port), if any.
@@ -102,12 +116,18 @@ const TOP_KEYS: &[&str] = &[
     "limits",
     "upstream",
 ];
-const ADMIN_KEYS: &[&str] = &["listen", "token"];
+/// The largest `max_header_bytes` accepted: the parser buffers this much per connection.
+const MAX_HEADER_BYTES: u64 = 1024 * 1024;
+/// The largest `max_connections` accepted (far beyond any file-descriptor limit).
+const MAX_CONNECTIONS: u64 = 1_000_000;
+const ADMIN_KEYS: &[&str] = &["listen", "token", "hosts"];
 const LIMIT_KEYS: &[&str] = &[
     "max_header_bytes",
     "max_body_bytes",
     "request_timeout",
+    "client_body_timeout",
     "shutdown_grace",
+    "max_connections",
 ];
 const UPSTREAM_KEYS: &[&str] = &[
     "name",
@@ -262,6 +282,7 @@ pub fn parse(text: &str) -> Result<ProxyConfig, Vec<String>> {
     let mut admin = AdminConfig {
         listen: SocketAddr::from(([127, 0, 0, 1], 9090)),
         token: None,
+        hosts: Vec::new(),
     };
     if let Some(table) = sub_table(&root, "admin", "", &mut errors) {
         errors.unknown_keys(table, ADMIN_KEYS, "admin");
@@ -275,13 +296,47 @@ pub fn parse(text: &str) -> Result<ProxyConfig, Vec<String>> {
                 admin.token = Some(token.to_string());
             }
         }
+        match table.get("hosts") {
+            None => {}
+            Some(Value::Array(list)) => {
+                for (i, item) in list.iter().enumerate() {
+                    match item.as_str() {
+                        Some(h)
+                            if !h.is_empty()
+                                && !h.contains([':', '/', '@'])
+                                && !h.chars().any(char::is_whitespace) =>
+                        {
+                            admin.hosts.push(h.to_ascii_lowercase())
+                        }
+                        _ => errors.push(
+                            &format!("admin.hosts[{i}]"),
+                            "expected a host name without a port, like \"admin.internal\"",
+                        ),
+                    }
+                }
+            }
+            Some(other) => errors.push(
+                "admin.hosts",
+                format_args!(
+                    "expected an array of host names, found {}",
+                    type_name(other)
+                ),
+            ),
+        }
     }
 
     let mut limits = Limits::default();
     if let Some(table) = sub_table(&root, "limits", "", &mut errors) {
         errors.unknown_keys(table, LIMIT_KEYS, "limits");
         if let Some(n) = positive(table, "max_header_bytes", "limits", 1024, &mut errors) {
-            limits.max_header_bytes = n as usize;
+            if n > MAX_HEADER_BYTES {
+                errors.push(
+                    "limits.max_header_bytes",
+                    format_args!("invalid value {n}: expected at most {MAX_HEADER_BYTES}"),
+                );
+            } else {
+                limits.max_header_bytes = n as usize;
+            }
         }
         if let Some(n) = positive(table, "max_body_bytes", "limits", 0, &mut errors) {
             limits.max_body_bytes = n;
@@ -289,8 +344,21 @@ pub fn parse(text: &str) -> Result<ProxyConfig, Vec<String>> {
         if let Some(d) = duration(table, "request_timeout", "limits", &mut errors) {
             limits.request_timeout = d;
         }
+        if let Some(d) = duration(table, "client_body_timeout", "limits", &mut errors) {
+            limits.client_body_timeout = d;
+        }
         if let Some(d) = duration(table, "shutdown_grace", "limits", &mut errors) {
             limits.shutdown_grace = d;
+        }
+        if let Some(n) = positive(table, "max_connections", "limits", 1, &mut errors) {
+            if n > MAX_CONNECTIONS {
+                errors.push(
+                    "limits.max_connections",
+                    format_args!("invalid value {n}: expected at most {MAX_CONNECTIONS}"),
+                );
+            } else {
+                limits.max_connections = usize::try_from(n).ok();
+            }
         }
     }
 
@@ -303,11 +371,20 @@ pub fn parse(text: &str) -> Result<ProxyConfig, Vec<String>> {
         } else {
             errors.push(
                 "redis",
-                format_args!("invalid value {url:?}: expected a redis://HOST:PORT URL"),
+                format_args!(
+                    "invalid value {:?}: expected a redis://HOST:PORT URL",
+                    crate::redact::url(url)
+                ),
             );
             None
         }
     });
+    if root.contains_key("redis_prefix") && !root.contains_key("redis") {
+        errors.push(
+            "redis_prefix",
+            "set without `redis` (the prefix names keys in Redis)",
+        );
+    }
 
     let mut upstreams = Vec::new();
     match root.get("upstream") {
@@ -320,7 +397,7 @@ pub fn parse(text: &str) -> Result<ProxyConfig, Vec<String>> {
                 let path = format!("upstream[{i}]");
                 match item {
                     Value::Table(table) => {
-                        if let Some(u) = upstream(table, &path, &mut errors) {
+                        if let Some(u) = upstream(table, i, &path, &mut errors) {
                             upstreams.push(u);
                         }
                     }
@@ -342,9 +419,29 @@ pub fn parse(text: &str) -> Result<ProxyConfig, Vec<String>> {
     for (i, u) in upstreams.iter().enumerate() {
         if let Some(j) = upstreams[..i].iter().position(|o| o.name == u.name) {
             errors.push(
-                &format!("upstream[{i}].name"),
-                format_args!("duplicate name {:?} (also upstream[{j}])", u.name),
+                &format!("upstream[{}].name", u.index),
+                format_args!(
+                    "duplicate name {:?} (also upstream[{}])",
+                    u.name, upstreams[j].index
+                ),
             );
+        }
+        let same_match = |o: &UpstreamConfig| o.host == u.host && o.route == u.route;
+        if let Some(j) = upstreams[..i].iter().position(same_match) {
+            let other = upstreams[j].index;
+            match (&u.route, &u.host) {
+                (Some(route), _) => errors.push(
+                    &format!("upstream[{}].route", u.index),
+                    format_args!("duplicate route {route:?} (also upstream[{other}])"),
+                ),
+                (None, Some(host)) => errors.push(
+                    &format!("upstream[{}].host", u.index),
+                    format_args!(
+                        "duplicate host {host:?} (also upstream[{other}]; hosts are compared without case)"
+                    ),
+                ),
+                (None, None) => {}
+            }
         }
     }
 
@@ -361,7 +458,12 @@ pub fn parse(text: &str) -> Result<ProxyConfig, Vec<String>> {
     }
 }
 
-fn upstream(table: &Table, path: &str, errors: &mut Errors) -> Option<UpstreamConfig> {
+fn upstream(
+    table: &Table,
+    index: usize,
+    path: &str,
+    errors: &mut Errors,
+) -> Option<UpstreamConfig> {
     let before = errors.0.len();
     errors.unknown_keys(table, UPSTREAM_KEYS, path);
     let name = match string(table, "name", path, errors) {
@@ -391,7 +493,20 @@ fn upstream(table: &Table, path: &str, errors: &mut Errors) -> Option<UpstreamCo
             None
         }
     });
-    let host = string(table, "host", path, errors).map(|h| h.to_ascii_lowercase());
+    let host = string(table, "host", path, errors).and_then(|h| {
+        if h.is_empty() {
+            errors.push(&join(path, "host"), "must not be empty");
+            None
+        } else if h.contains([':', '/', '@']) || h.chars().any(char::is_whitespace) {
+            errors.push(
+                &join(path, "host"),
+                format_args!("invalid value {h:?}: expected a host name without a port"),
+            );
+            None
+        } else {
+            Some(h.to_ascii_lowercase())
+        }
+    });
     if !table.contains_key("route") && !table.contains_key("host") {
         errors.push(
             path,
@@ -455,6 +570,7 @@ fn upstream(table: &Table, path: &str, errors: &mut Errors) -> Option<UpstreamCo
     let (authority, base_path) = target?;
     Some(UpstreamConfig {
         name: name?,
+        index,
         route,
         host,
         authority,
@@ -474,6 +590,14 @@ fn valid_name(name: &str) -> bool {
 }
 
 fn target(url: &str, key: &str, errors: &mut Errors) -> Option<(http::uri::Authority, String)> {
+    // Never echo a URL with credentials in it.
+    if authority_text(url).is_some_and(|a| a.contains('@')) {
+        errors.push(
+            key,
+            "credentials (user:password@) are not allowed in an upstream URL",
+        );
+        return None;
+    }
     let uri: http::Uri = match url.parse() {
         Ok(uri) => uri,
         Err(e) => {
@@ -492,6 +616,10 @@ fn target(url: &str, key: &str, errors: &mut Errors) -> Option<(http::uri::Autho
         errors.push(key, format_args!("invalid value {url:?}: no host"));
         return None;
     };
+    if let Err(why) = check_authority(authority.as_str()) {
+        errors.push(key, why);
+        return None;
+    }
     if uri.query().is_some() {
         errors.push(
             key,
@@ -501,4 +629,40 @@ fn target(url: &str, key: &str, errors: &mut Errors) -> Option<(http::uri::Autho
     }
     let base = uri.path().trim_end_matches('/').to_string();
     Some((authority, base))
+}
+
+/// The authority part of `scheme://authority/...`, as written.
+fn authority_text(url: &str) -> Option<&str> {
+    let rest = url.split_once("://")?.1;
+    Some(rest.split(['/', '?', '#']).next().unwrap_or(rest))
+}
+
+/// A host and an optional port in 1-65535 (the `http` crate takes `:99999` and `:abc`,
+/// then falls back to port 80).
+fn check_authority(authority: &str) -> Result<(), String> {
+    let (host, port) = if let Some(rest) = authority.strip_prefix('[') {
+        match rest.split_once(']') {
+            Some((host, after)) => (host, after.strip_prefix(':')),
+            None => return Err("unclosed IPv6 literal".into()),
+        }
+    } else {
+        match authority.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (authority, None),
+        }
+    };
+    if host.is_empty() {
+        return Err("no host".into());
+    }
+    match port {
+        None => Ok(()),
+        Some("") => Err("empty port".into()),
+        Some(p) if !p.bytes().all(|b| b.is_ascii_digit()) => {
+            Err(format!("port {p:?} is not a number"))
+        }
+        Some(p) => match p.parse::<u32>() {
+            Ok(n) if (1..=65535).contains(&n) => Ok(()),
+            _ => Err(format!("port {p} is out of range (1-65535)")),
+        },
+    }
 }

@@ -1,24 +1,26 @@
 //! Forwarding one request: route, limits, breaker, upstream call, judgement.
 
-use std::collections::VecDeque;
+use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use breakerbox::{Clock, MonotonicClock};
 use breakerbox_http::TransportError;
-use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use http::{Request, Response, StatusCode, Uri};
-use http_body::{Body, Frame};
-use http_body_util::{BodyExt, Limited};
+use http::{Method, Request, Response, StatusCode};
+use http_body::Body;
 use hyper::body::Incoming;
 
 use super::body::ProxyBody;
 use super::config::{Limits, UpstreamConfig};
+use super::download::{BodyFault, Download, Hold, Outcome};
+use super::exchange::{self, Failed};
 use super::guard::Guard;
 use super::metrics::{Recorder, UpstreamError};
-use super::pool::{Lent, Pool, SendError};
+use super::pool::{Pool, SendError};
 use super::reply;
+use super::server::Hangup;
+use super::target::{normalize_path, request_host, target_uri};
+use super::upload::{ClientFault, Upload, UploadState};
 
 /// One upstream with its breaker and judge.
 pub struct Upstream {
@@ -35,7 +37,6 @@ pub struct Proxy {
     /// Counters and recent transitions.
     pub recorder: Arc<Recorder>,
     limits: Limits,
-    clock: MonotonicClock,
 }
 
 /// One worker thread's view: the shared proxy and the thread's own connection pool, so
@@ -55,11 +56,11 @@ impl Worker {
 
     /// Handles one request from `peer`.
     pub async fn handle(
-        &self,
+        self: &Arc<Self>,
         request: Request<Incoming>,
         peer: SocketAddr,
-    ) -> Response<ProxyBody> {
-        self.proxy.handle(&self.pool, request, peer).await
+    ) -> Result<Response<ProxyBody>, Hangup> {
+        self.proxy.handle(self, request, peer).await
     }
 }
 
@@ -84,14 +85,12 @@ impl Proxy {
             upstreams,
             recorder,
             limits,
-            clock: MonotonicClock,
         }
     }
 
     /// The upstream for a request: its `Host` and path against each upstream's `host` and
     /// `route`; a host match beats none, then the longest route prefix wins.
     fn route(&self, host: Option<&str>, path: &str) -> Option<(usize, &Upstream)> {
-        let host = host.map(strip_port);
         let mut best: Option<(usize, (bool, usize))> = None;
         for (i, u) in self.upstreams.iter().enumerate() {
             if let Some(want) = &u.config.host {
@@ -115,15 +114,17 @@ impl Proxy {
         best.map(|(i, _)| (i, &self.upstreams[i]))
     }
 
-    /// Handles one request from `peer`.
+    /// Handles one request from `peer`; `Hangup` closes the connection unanswered.
+    /// `worker` is the calling thread's: a response body holds it (not the proxy, whose
+    /// reference count every thread would touch).
     pub async fn handle(
         &self,
-        pool: &Arc<Pool>,
+        worker: &Arc<Worker>,
         request: Request<Incoming>,
         peer: SocketAddr,
-    ) -> Response<ProxyBody> {
+    ) -> Result<Response<ProxyBody>, Hangup> {
         if header_bytes(&request) > self.limits.max_header_bytes {
-            return reply::error(
+            return Ok(reply::error(
                 StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
                 "headers_too_large",
                 None,
@@ -131,28 +132,52 @@ impl Proxy {
                     "request line and headers exceed {} bytes",
                     self.limits.max_header_bytes
                 )),
-            );
+            ));
         }
-        let host = request
-            .headers()
-            .get(header::HOST)
-            .and_then(|h| h.to_str().ok())
-            .or_else(|| request.uri().host());
-        let Some((slot, upstream)) = self.route(host, request.uri().path()) else {
-            return reply::error(
+        if request.method() == Method::CONNECT {
+            let mut response = reply::error(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                None,
+                Some("CONNECT is not supported"),
+            );
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            return Ok(response);
+        }
+        let host = match request_host(&request) {
+            Ok(host) => host,
+            Err(why) => return Ok(reply::bad_request(why)),
+        };
+        let path = match normalize_path(request.uri().path()) {
+            Ok(path) => path,
+            Err(why) => return Ok(reply::bad_request(why)),
+        };
+        let Some((slot, upstream)) = self.route(host, &path) else {
+            return Ok(reply::error(
                 StatusCode::NOT_FOUND,
                 "no_route",
                 None,
-                Some(request.uri().path()),
-            );
+                Some(&path),
+            ));
         };
+        let rewritten = match &path {
+            Cow::Borrowed(_) => None,
+            Cow::Owned(p) => Some(p.as_str()),
+        };
+        let uri = match target_uri(&upstream.config, request.uri(), rewritten) {
+            Some(uri) => uri,
+            None => return Ok(reply::bad_request("invalid path")),
+        };
+        let absolute = request.uri().authority().cloned();
         let name = upstream.config.name.as_str();
         let stats = self.recorder.stats(name);
 
         let (mut parts, incoming) = request.into_parts();
-        let body = match self.request_body(&parts.headers, incoming).await {
+        let (body, upload) = match self.request_body(incoming) {
             Ok(body) => body,
-            Err(response) => return response,
+            Err(response) => return Ok(response),
         };
 
         let ticket = match upstream.guard.acquire().await {
@@ -161,22 +186,17 @@ impl Proxy {
                 if let Some(s) = stats {
                     s.rejected();
                 }
-                return reply::circuit_open(name, open.retry_after());
+                return Ok(reply::circuit_open(name, open.retry_after()));
             }
         };
-        let probe = ticket.is_probe();
 
-        parts.uri = match target_uri(&upstream.config, &parts.uri) {
-            Some(uri) => uri,
-            None => {
-                return reply::error(
-                    StatusCode::BAD_REQUEST,
-                    "bad_request",
-                    Some(name),
-                    Some("invalid path"),
-                )
+        parts.uri = uri;
+        if let Some(authority) = absolute {
+            // RFC 9112 §3.2.2: the target's authority replaces any Host header.
+            if let Ok(host) = HeaderValue::from_str(authority.as_str()) {
+                parts.headers.insert(header::HOST, host);
             }
-        };
+        }
         parts.version = http::Version::HTTP_11;
         strip_hop_by_hop(&mut parts.headers);
         forwarded_for(&mut parts.headers, peer);
@@ -188,19 +208,36 @@ impl Proxy {
         let outgoing = Request::from_parts(parts, body);
 
         let judge = &upstream.config.judge;
-        let started = self.clock.now();
-        let sent = tokio::time::timeout(
+        // The exchange may give a probe permit back early (its client stalls): then
+        // nothing is judged.
+        let mut ticket = Some(ticket);
+        let sent = exchange::send(
+            &worker.pool,
+            slot,
+            &upstream.config.authority,
+            outgoing,
+            upload.as_deref(),
             self.limits.request_timeout,
-            pool.send(slot, &upstream.config.authority, outgoing),
+            &mut ticket,
         )
         .await;
         let (verdict, response) = match sent {
-            Err(_) => {
-                let latency = self.clock.now().saturating_sub(started).as_duration();
+            Err(Failed::Client(fault)) => {
+                // The client's doing: the permit goes back unjudged (a probe frees its slot).
+                drop(ticket);
+                if let Some(s) = stats {
+                    s.client_fault(fault);
+                }
+                return reply::client_fault(fault, name, &self.limits);
+            }
+            Err(Failed::Timeout) => {
+                let latency = self.limits.request_timeout;
                 let j = judge.judge_transport(TransportError::Timeout, latency);
-                ticket
-                    .record_hinted(j.verdict, latency, j.retry_after)
-                    .await;
+                if let Some(ticket) = ticket {
+                    ticket
+                        .record_hinted(j.verdict, latency, j.retry_after)
+                        .await;
+                }
                 if let Some(s) = stats {
                     s.upstream_error(UpstreamError::Timeout);
                 }
@@ -214,16 +251,29 @@ impl Proxy {
                     ),
                 )
             }
-            Ok(Err(error)) => {
-                let latency = self.clock.now().saturating_sub(started).as_duration();
+            Err(Failed::Race(error)) => {
+                // Not judged: the permit goes back (a probe frees its slot).
+                drop(ticket);
+                return Ok(reply::error(
+                    StatusCode::BAD_GATEWAY,
+                    "bad_gateway",
+                    Some(name),
+                    Some(&error.to_string()),
+                ));
+            }
+            Err(Failed::Upstream(error, latency)) => {
                 let (kind, transport) = match &error {
                     SendError::Connect(_) => (UpstreamError::Connect, TransportError::Connect),
-                    SendError::Http(_) => (UpstreamError::Other, TransportError::Other),
+                    SendError::Http(_) | SendError::Race(_) => {
+                        (UpstreamError::Other, TransportError::Other)
+                    }
                 };
                 let j = judge.judge_transport(transport, latency);
-                ticket
-                    .record_hinted(j.verdict, latency, j.retry_after)
-                    .await;
+                if let Some(ticket) = ticket {
+                    ticket
+                        .record_hinted(j.verdict, latency, j.retry_after)
+                        .await;
+                }
                 if let Some(s) = stats {
                     s.upstream_error(kind);
                 }
@@ -238,135 +288,82 @@ impl Proxy {
                     ),
                 )
             }
-            Ok(Ok((response, lent))) => {
-                let (mut parts, incoming) = response.into_parts();
-                let (body, read) = if judge.wants_body(parts.status) {
-                    read_for_judging(incoming, judge.body_cap(), lent).await
-                } else {
-                    (ProxyBody::upstream(VecDeque::new(), incoming, lent), None)
+            Ok(head) => {
+                let (mut parts, incoming) = head.response.into_parts();
+                let outcome = Outcome {
+                    worker: worker.clone(),
+                    slot,
+                    hold: Hold::new(ticket),
+                    status: parts.status,
+                    retry_after: Outcome::hint_headers(&parts.headers),
+                    upload,
                 };
-                let latency = self.clock.now().saturating_sub(started).as_duration();
-                let j = judge.judge_response(
-                    parts.status,
-                    &parts.headers,
-                    read.as_deref(),
-                    latency,
-                    probe,
+                let mut download = Download::new(
+                    incoming,
+                    head.lent,
+                    head.latency,
+                    self.limits.request_timeout,
+                    outcome,
                 );
-                ticket
-                    .record_hinted(j.verdict, latency, j.retry_after)
-                    .await;
+                let body = if judge.wants_body(parts.status) {
+                    match download.read_for_judging(judge.body_cap()).await {
+                        Ok(Some(all)) => ProxyBody::full(all),
+                        Ok(None) => ProxyBody::Download(Box::new(download)),
+                        Err(fault) => {
+                            let (status, error) = match fault {
+                                BodyFault::Timeout => {
+                                    (StatusCode::GATEWAY_TIMEOUT, "upstream_timeout")
+                                }
+                                BodyFault::Truncated => (StatusCode::BAD_GATEWAY, "bad_gateway"),
+                            };
+                            return Ok(reply::error(
+                                status,
+                                error,
+                                Some(name),
+                                Some(fault.reason()),
+                            ));
+                        }
+                    }
+                } else {
+                    ProxyBody::Download(Box::new(download))
+                };
                 strip_hop_by_hop(&mut parts.headers);
-                (j.verdict, Response::from_parts(parts, body))
+                return Ok(Response::from_parts(parts, body));
             }
         };
         if let Some(s) = stats {
             s.call(verdict);
         }
-        response
+        Ok(response)
     }
 
-    /// The request body to forward: streamed when its length is declared (413 at once
-    /// when too big), else read up to the limit first (413 beyond).
-    async fn request_body(
+    /// The request body to forward, streamed: 413 at once when its declared length is
+    /// too big; a chunked body is counted as it streams.
+    #[allow(clippy::result_large_err)]
+    fn request_body(
         &self,
-        headers: &HeaderMap,
         incoming: Incoming,
-    ) -> Result<ProxyBody, Response<ProxyBody>> {
+    ) -> Result<(ProxyBody, Option<Arc<UploadState>>), Response<ProxyBody>> {
         let max = self.limits.max_body_bytes;
-        let too_large = || {
-            reply::error(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "body_too_large",
+        if incoming.size_hint().exact().is_some_and(|len| len > max) {
+            return Err(reply::client_fault_response(
+                ClientFault::TooLarge,
                 None,
-                Some(&format!("request body exceeds {max} bytes")),
-            )
-        };
-        if let Some(len) = incoming.size_hint().exact() {
-            if len > max {
-                return Err(too_large());
-            }
-            if len == 0 {
-                return Ok(ProxyBody::empty());
-            }
-            return Ok(ProxyBody::stream(incoming));
+                &self.limits,
+            ));
         }
-        let _ = headers;
-        let limit = usize::try_from(max).unwrap_or(usize::MAX);
-        match Limited::new(incoming, limit).collect().await {
-            Ok(collected) => Ok(ProxyBody::full(collected.to_bytes())),
-            Err(error)
-                if error
-                    .downcast_ref::<http_body_util::LengthLimitError>()
-                    .is_some() =>
-            {
-                Err(too_large())
-            }
-            Err(error) => Err(reply::error(
-                StatusCode::BAD_REQUEST,
-                "bad_request_body",
-                None,
-                Some(&error.to_string()),
-            )),
+        if incoming.is_end_stream() {
+            return Ok((ProxyBody::empty(), None));
         }
+        let state = Arc::new(UploadState::default());
+        let upload = Upload::new(
+            incoming,
+            self.limits.client_body_timeout,
+            max,
+            state.clone(),
+        );
+        Ok((ProxyBody::Upload(upload), Some(state)))
     }
-}
-
-/// Reads a response body up to `cap` bytes for the judge. Returns the body to hand on
-/// (unchanged) and the bytes, when the whole body fit.
-async fn read_for_judging(
-    mut incoming: Incoming,
-    cap: usize,
-    lent: Lent,
-) -> (ProxyBody, Option<Bytes>) {
-    if incoming.size_hint().lower() > cap as u64 {
-        return (ProxyBody::upstream(VecDeque::new(), incoming, lent), None);
-    }
-    let mut read: VecDeque<Frame<Bytes>> = VecDeque::new();
-    let mut size = 0usize;
-    loop {
-        match incoming.frame().await {
-            None => break,
-            Some(Ok(frame)) => {
-                size += frame.data_ref().map_or(0, |d| d.len());
-                read.push_back(frame);
-                if size > cap {
-                    return (ProxyBody::upstream(read, incoming, lent), None);
-                }
-            }
-            // The error reaches the caller through the stream; judge by the head.
-            Some(Err(_)) => {
-                let body = ProxyBody::Stream {
-                    read,
-                    rest: incoming,
-                    lent: None,
-                };
-                return (body, None);
-            }
-        }
-    }
-    let mut all = BytesMut::with_capacity(size);
-    let mut trailers = false;
-    for frame in &read {
-        match frame.data_ref() {
-            Some(d) => all.extend_from_slice(d),
-            None => trailers = true,
-        }
-    }
-    let all = all.freeze();
-    if trailers {
-        (ProxyBody::upstream(read, incoming, lent), Some(all))
-    } else {
-        lent.give_back();
-        (ProxyBody::full(all.clone()), Some(all))
-    }
-}
-
-fn strip_port(host: &str) -> &str {
-    if let Some(rest) = host.strip_prefix('[') {
-        return rest.split(']').next().unwrap_or(rest);
-    }
-    host.rsplit_once(':').map_or(host, |(h, _)| h)
 }
 
 /// The request line and headers, in bytes, as they were (about) on the wire.
@@ -380,37 +377,6 @@ fn header_bytes<B>(request: &Request<B>) -> usize {
         .headers()
         .iter()
         .fold(line, |n, (k, v)| n + k.as_str().len() + v.len() + 4)
-}
-
-/// The origin-form target (path and query) to send upstream.
-fn target_uri(upstream: &UpstreamConfig, uri: &Uri) -> Option<Uri> {
-    if !upstream.strip_prefix && upstream.base_path.is_empty() {
-        let mut parts = http::uri::Parts::default();
-        parts.path_and_query = Some(
-            uri.path_and_query()
-                .cloned()
-                .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/")),
-        );
-        return Uri::from_parts(parts).ok();
-    }
-    let mut path = uri.path();
-    if upstream.strip_prefix {
-        if let Some(route) = &upstream.route {
-            let trimmed = route.trim_end_matches('/');
-            path = path.strip_prefix(trimmed).unwrap_or(path);
-        }
-    }
-    let mut pq = String::with_capacity(upstream.base_path.len() + path.len() + 64);
-    pq.push_str(&upstream.base_path);
-    if !path.starts_with('/') {
-        pq.push('/');
-    }
-    pq.push_str(path);
-    if let Some(q) = uri.query() {
-        pq.push('?');
-        pq.push_str(q);
-    }
-    Uri::try_from(pq).ok()
 }
 
 fn strip_hop_by_hop(headers: &mut HeaderMap) {

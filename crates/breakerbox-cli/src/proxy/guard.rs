@@ -155,4 +155,20 @@ impl Ticket {
             Ticket::Shared(p) => p.record_with_retry_hint(verdict, latency, retry_hint).await,
         }
     }
+
+    /// Like [`Ticket::record_hinted`], from where nothing can be awaited (the end of a
+    /// response body): an in-memory breaker records at once, a Redis one in a task.
+    pub fn record_detached(
+        self,
+        verdict: Verdict,
+        latency: Duration,
+        retry_hint: Option<Duration>,
+    ) {
+        match self {
+            Ticket::Local(p) => p.record_with_retry_hint(verdict, latency, retry_hint),
+            Ticket::Shared(p) => {
+                tokio::spawn(p.record_with_latency(verdict, latency));
+            }
+        }
+    }
 }

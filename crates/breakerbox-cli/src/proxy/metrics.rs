@@ -9,6 +9,8 @@ use breakerbox::model::Transition;
 use breakerbox::{Clock, Event, EventKind, Listener, MonotonicClock, Nanos, Phase, Verdict};
 use breakerbox_redis::RedisEvent;
 
+use super::upload::ClientFault;
+
 /// How many transitions the dashboard remembers.
 const RECENT: usize = 50;
 
@@ -18,7 +20,8 @@ pub struct Stats {
     calls: [AtomicU64; 3],
     rejections: AtomicU64,
     stale: AtomicU64,
-    upstream_errors: [AtomicU64; 3],
+    upstream_errors: [AtomicU64; UpstreamError::ALL.len()],
+    client_errors: [AtomicU64; CLIENT_FAULTS.len()],
     transitions: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
 }
 
@@ -31,13 +34,19 @@ pub enum UpstreamError {
     Timeout,
     /// Anything else (reset, protocol error).
     Other,
+    /// The response body ended before its declared end.
+    BodyTruncated,
+    /// The response body did not arrive within `request_timeout`.
+    BodyTimeout,
 }
 
 impl UpstreamError {
-    const ALL: [UpstreamError; 3] = [
+    const ALL: [UpstreamError; 5] = [
         UpstreamError::Connect,
         UpstreamError::Timeout,
         UpstreamError::Other,
+        UpstreamError::BodyTruncated,
+        UpstreamError::BodyTimeout,
     ];
 
     fn as_str(self) -> &'static str {
@@ -45,7 +54,26 @@ impl UpstreamError {
             UpstreamError::Connect => "connect",
             UpstreamError::Timeout => "timeout",
             UpstreamError::Other => "other",
+            UpstreamError::BodyTruncated => "body_truncated",
+            UpstreamError::BodyTimeout => "body_timeout",
         }
+    }
+}
+
+/// Client faults, in the order of their counters.
+const CLIENT_FAULTS: [ClientFault; 4] = [
+    ClientFault::Stalled,
+    ClientFault::Gone,
+    ClientFault::Malformed,
+    ClientFault::TooLarge,
+];
+
+fn client_fault_index(fault: ClientFault) -> usize {
+    match fault {
+        ClientFault::Stalled => 0,
+        ClientFault::Gone => 1,
+        ClientFault::Malformed => 2,
+        ClientFault::TooLarge => 3,
     }
 }
 
@@ -75,6 +103,11 @@ impl Stats {
     /// Counts an upstream that gave no response.
     pub fn upstream_error(&self, kind: UpstreamError) {
         self.upstream_errors[kind as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a request its client spoiled (not judged).
+    pub fn client_fault(&self, fault: ClientFault) {
+        self.client_errors[client_fault_index(fault)].fetch_add(1, Ordering::Relaxed);
     }
 
     /// Calls so far with `verdict`.
@@ -286,6 +319,22 @@ pub fn render(recorder: &Recorder, breakers: &[(&str, Phase)]) -> String {
                     "breakerbox_upstream_errors_total{{breaker=\"{name}\",kind=\"{}\"}} {}",
                     kind.as_str(),
                     s.upstream_errors[kind as usize].load(Ordering::Relaxed)
+                );
+            }
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP breakerbox_client_errors_total Requests their client spoiled (stalled, gone, malformed or oversized body), not judged.\n# TYPE breakerbox_client_errors_total counter"
+    );
+    for (name, _) in breakers {
+        if let Some(s) = recorder.stats(name) {
+            for fault in CLIENT_FAULTS {
+                let _ = writeln!(
+                    out,
+                    "breakerbox_client_errors_total{{breaker=\"{name}\",kind=\"{}\"}} {}",
+                    fault.as_str(),
+                    s.client_errors[client_fault_index(fault)].load(Ordering::Relaxed)
                 );
             }
         }

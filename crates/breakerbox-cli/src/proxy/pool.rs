@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use http::uri::Authority;
 use http::{Request, Response};
+use http_body::Body as _;
 use hyper::body::Incoming;
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
@@ -23,13 +24,18 @@ pub enum SendError {
     Connect(std::io::Error),
     /// The exchange failed (reset, protocol error...).
     Http(hyper::Error),
+    /// The exchange failed on a reused connection, after the request was written, in a
+    /// way that cannot be told from the upstream closing the idle connection at the same
+    /// moment, and the request could not be retried (not idempotent, or its body is
+    /// gone): not the upstream's fault as far as anyone can tell.
+    Race(hyper::Error),
 }
 
 impl std::fmt::Display for SendError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             SendError::Connect(e) => write!(f, "connect: {e}"),
-            SendError::Http(e) => {
+            SendError::Http(e) | SendError::Race(e) => {
                 write!(f, "{e}")?;
                 let mut source = std::error::Error::source(e);
                 while let Some(s) = source {
@@ -40,6 +46,22 @@ impl std::fmt::Display for SendError {
             }
         }
     }
+}
+
+/// Whether `request` may be sent again after it was written: an idempotent method and
+/// no body (so nothing of it is lost).
+fn replayable(request: &Request<ProxyBody>) -> bool {
+    request.method().is_idempotent() && request.body().is_end_stream()
+}
+
+/// A copy of a body-less request.
+fn copy_head(request: &Request<ProxyBody>) -> Request<ProxyBody> {
+    let mut copy = Request::new(ProxyBody::empty());
+    *copy.method_mut() = request.method().clone();
+    *copy.uri_mut() = request.uri().clone();
+    *copy.version_mut() = request.version();
+    *copy.headers_mut() = request.headers().clone();
+    copy
 }
 
 /// The idle connections of one worker, per upstream (by index).
@@ -87,23 +109,65 @@ impl Pool {
     /// Sends `request` (its URI in origin-form: path and query) to upstream `slot` at
     /// `authority`, on an idle connection when one is usable, else on a new one. The
     /// response comes with the lent connection.
+    ///
+    /// A request that fails on a reused connection is retried once on a fresh one when
+    /// nothing of it was written (any method), or when it is idempotent with no body and
+    /// no response came back; a failure on a fresh connection is the upstream's.
     pub async fn send(
         self: &Arc<Self>,
         slot: usize,
         authority: &Authority,
         request: Request<ProxyBody>,
     ) -> Result<(Response<Incoming>, Lent), SendError> {
-        let mut sender = loop {
-            match self.take(slot) {
-                Some(mut sender) => {
-                    if sender.is_closed() || sender.ready().await.is_err() {
-                        continue;
-                    }
-                    break sender;
-                }
-                None => break self.connect(authority).await?,
-            }
+        let Some(mut sender) = self.take_ready(slot).await else {
+            let sender = self.connect(authority).await?;
+            return self.send_on(slot, sender, request).await;
         };
+        let replay = replayable(&request).then(|| copy_head(&request));
+        match sender.try_send_request(request).await {
+            Ok(response) => Ok((
+                response,
+                Lent {
+                    pool: self.clone(),
+                    slot,
+                    sender,
+                },
+            )),
+            Err(mut failed) => {
+                let retry = failed.take_message().or_else(|| {
+                    let error = failed.error();
+                    (!error.is_parse() && !error.is_user())
+                        .then_some(replay)
+                        .flatten()
+                });
+                match retry {
+                    Some(request) => {
+                        let sender = self.connect(authority).await?;
+                        self.send_on(slot, sender, request).await
+                    }
+                    None if failed.error().is_parse() => Err(SendError::Http(failed.into_error())),
+                    None => Err(SendError::Race(failed.into_error())),
+                }
+            }
+        }
+    }
+
+    /// An idle connection that still looks usable, if any.
+    async fn take_ready(&self, slot: usize) -> Option<SendRequest<ProxyBody>> {
+        loop {
+            let mut sender = self.take(slot)?;
+            if !sender.is_closed() && sender.ready().await.is_ok() {
+                return Some(sender);
+            }
+        }
+    }
+
+    async fn send_on(
+        self: &Arc<Self>,
+        slot: usize,
+        mut sender: SendRequest<ProxyBody>,
+        request: Request<ProxyBody>,
+    ) -> Result<(Response<Incoming>, Lent), SendError> {
         match sender.send_request(request).await {
             Ok(response) => Ok((
                 response,

@@ -2,11 +2,14 @@
 
 use std::time::Duration;
 
-use http::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER};
+use http::header::{HeaderValue, CONNECTION, CONTENT_TYPE, RETRY_AFTER};
 use http::{Response, StatusCode};
 use serde_json::json;
 
 use super::body::ProxyBody;
+use super::config::Limits;
+use super::server::Hangup;
+use super::upload::ClientFault;
 
 /// A JSON response with `status`.
 pub fn json(status: StatusCode, value: &serde_json::Value) -> Response<ProxyBody> {
@@ -48,5 +51,57 @@ pub fn circuit_open(upstream: &str, retry_after: Option<Duration>) -> Response<P
             .headers_mut()
             .insert(RETRY_AFTER, HeaderValue::from(secs.max(1)));
     }
+    response
+}
+
+/// 400 for a malformed request, closing the connection.
+pub fn bad_request(why: &str) -> Response<ProxyBody> {
+    let mut response = error(StatusCode::BAD_REQUEST, "bad_request", None, Some(why));
+    response
+        .headers_mut()
+        .insert(CONNECTION, HeaderValue::from_static("close"));
+    response
+}
+
+/// The answer to a request its client spoiled; `Hangup` when the client is gone.
+pub fn client_fault(
+    fault: ClientFault,
+    upstream: &str,
+    limits: &Limits,
+) -> Result<Response<ProxyBody>, Hangup> {
+    match fault {
+        ClientFault::Gone => Err(Hangup),
+        _ => Ok(client_fault_response(fault, Some(upstream), limits)),
+    }
+}
+
+/// The answer to a request its client spoiled (400, 408 or 413), closing the connection.
+pub fn client_fault_response(
+    fault: ClientFault,
+    upstream: Option<&str>,
+    limits: &Limits,
+) -> Response<ProxyBody> {
+    let (status, detail) = match fault {
+        ClientFault::Stalled => (
+            StatusCode::REQUEST_TIMEOUT,
+            format!(
+                "the request body stalled (client_body_timeout is {:?})",
+                limits.client_body_timeout
+            ),
+        ),
+        ClientFault::TooLarge => (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("request body exceeds {} bytes", limits.max_body_bytes),
+        ),
+        ClientFault::Malformed | ClientFault::Gone => (
+            StatusCode::BAD_REQUEST,
+            "malformed request body".to_string(),
+        ),
+    };
+    let mut response = error(status, fault.as_str(), upstream, Some(&detail));
+    // The rest of the request body is unread: this connection cannot carry another.
+    response
+        .headers_mut()
+        .insert(CONNECTION, HeaderValue::from_static("close"));
     response
 }

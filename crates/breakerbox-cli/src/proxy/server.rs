@@ -1,25 +1,86 @@
-//! Accept loops with graceful shutdown: stop accepting, let connections finish their
-//! requests in flight up to a grace period.
+//! Accept loops with graceful shutdown: stop accepting, let connections finish the
+//! requests they are serving up to a grace period, and close at once the ones serving
+//! none (idle, or still sending a request head).
 
-use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
+use bytes::Bytes;
 use http::{Request, Response};
+use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch, Semaphore};
 
-use super::body::ProxyBody;
+use super::body::{BoxError, ProxyBody};
+
+/// A handler's way to close a connection without answering (its client is gone).
+#[derive(Debug)]
+pub struct Hangup;
+
+impl std::fmt::Display for Hangup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the client went away")
+    }
+}
+
+impl std::error::Error for Hangup {}
+
+/// A response body that counts as a request in flight on its connection until hyper
+/// has written it (or dropped it).
+pub struct Tracked {
+    inner: ProxyBody,
+    _active: Active,
+}
+
+/// One request in flight on a connection.
+struct Active(Arc<AtomicUsize>);
+
+impl Active {
+    fn new(count: &Arc<AtomicUsize>) -> Active {
+        count.fetch_add(1, Ordering::AcqRel);
+        Active(count.clone())
+    }
+}
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Body for Tracked {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        Pin::new(&mut self.get_mut().inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
 
 /// Serves HTTP/1.1 on `listener` with `handler` until `stop` turns true, then waits up to
-/// `grace` for open connections to finish their requests. Returns whether every
-/// connection finished in time.
+/// `grace` for open connections to finish the requests they are serving (connections
+/// serving none close at once). With a `limit`, at most its permits' worth of
+/// connections are open at once. Returns how many connections were cut at the end of
+/// the grace period (0 when all finished).
 pub async fn serve<H, F>(
     listener: TcpListener,
     handler: Arc<H>,
@@ -27,18 +88,29 @@ pub async fn serve<H, F>(
     max_buf_size: usize,
     mut stop: watch::Receiver<bool>,
     grace: Duration,
-) -> bool
+    limit: Option<Arc<Semaphore>>,
+) -> usize
 where
     H: Send + Sync + 'static,
-    F: Future<Output = Response<ProxyBody>> + Send + 'static,
+    F: Future<Output = Result<Response<ProxyBody>, Hangup>> + Send + 'static,
 {
-    let graceful = GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .keep_alive(true)
         .max_buf_size(max_buf_size.max(8192))
         .header_read_timeout(Duration::from_secs(30));
+    // Every connection task holds a sender: the channel closes when the last one ends.
+    let (open_tx, mut open_rx) = mpsc::channel::<()>(1);
+    let open = Arc::new(AtomicUsize::new(0));
     loop {
+        // At the connection limit, stop accepting: new clients wait in the backlog.
+        let permit = match &limit {
+            Some(limit) => tokio::select! {
+                permit = limit.clone().acquire_owned() => permit.ok(),
+                _ = stop.changed() => break,
+            },
+            None => None,
+        };
         tokio::select! {
             accepted = listener.accept() => {
                 let (stream, peer) = match accepted {
@@ -51,22 +123,44 @@ where
                 };
                 let _ = stream.set_nodelay(true);
                 let handler = handler.clone();
+                let active = Arc::new(AtomicUsize::new(0));
+                let in_flight = active.clone();
                 let service = service_fn(move |request| {
+                    let tracked = Active::new(&in_flight);
                     let response = call(handler.clone(), request, peer);
-                    async move { Ok::<_, Infallible>(response.await) }
+                    async move {
+                        let response = response.await?;
+                        Ok::<_, Hangup>(response.map(|inner| Tracked { inner, _active: tracked }))
+                    }
                 });
                 let connection = http.serve_connection(TokioIo::new(stream), service);
-                let connection = graceful.watch(connection);
+                let mut stop = stop.clone();
+                let open_tx = open_tx.clone();
+                let open = open.clone();
+                open.fetch_add(1, Ordering::AcqRel);
                 tokio::spawn(async move {
-                    let _ = connection.await;
+                    tokio::pin!(connection);
+                    let stopped = tokio::select! {
+                        _ = connection.as_mut() => false,
+                        _ = stop.wait_for(|s| *s) => true,
+                    };
+                    // Serving no request (idle, or a head still arriving): close now.
+                    if stopped && active.load(Ordering::Acquire) > 0 {
+                        connection.as_mut().graceful_shutdown();
+                        let _ = connection.await;
+                    }
+                    open.fetch_sub(1, Ordering::AcqRel);
+                    drop(permit);
+                    drop(open_tx);
                 });
             }
             _ = stop.changed() => break,
         }
     }
     drop(listener);
-    tokio::select! {
-        _ = graceful.shutdown() => true,
-        _ = tokio::time::sleep(grace) => false,
+    drop(open_tx);
+    match tokio::time::timeout(grace, open_rx.recv()).await {
+        Ok(_) => 0,
+        Err(_) => open.load(Ordering::Acquire),
     }
 }

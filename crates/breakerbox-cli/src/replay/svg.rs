@@ -120,7 +120,10 @@ pub fn render(timeline: &Timeline, title: &str) -> String {
         if *calls == 0 {
             continue;
         }
-        let mid = (i as u64 * timeline.width + timeline.width / 2).min(end);
+        let mid = (i as u64)
+            .saturating_mul(timeline.width)
+            .saturating_add(timeline.width / 2)
+            .min(end);
         let _ = write!(
             points,
             "{:.1},{:.1} ",
@@ -157,7 +160,12 @@ pub fn render(timeline: &Timeline, title: &str) -> String {
             r#"<text x="{:.1}" y="{axis_y}" text-anchor="middle">{label}</text>"#,
             x(t)
         );
-        t += step;
+        // Near the end of the u64 range the next tick does not exist (it used to wrap
+        // around and loop forever).
+        match t.checked_add(step) {
+            Some(next) => t = next,
+            None => break,
+        }
     }
 
     // Legend.
@@ -200,9 +208,19 @@ fn nice_step(raw: u64) -> u64 {
     }
 }
 
+/// `text` as XML character data. Control characters are not allowed in XML 1.0, even as
+/// references: they become U+FFFD.
 fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            c if c.is_control() => out.push('\u{fffd}'),
+            c => out.push(c),
+        }
+    }
+    out
 }

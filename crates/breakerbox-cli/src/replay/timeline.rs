@@ -51,7 +51,7 @@ impl Timeline {
             .chunks(2)
             .map(|pair| pair.iter().fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1)))
             .collect();
-        self.width *= 2;
+        self.width = self.width.saturating_mul(2);
     }
 
     /// The breaker entered `phase` at `t`.

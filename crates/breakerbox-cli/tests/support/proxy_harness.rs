@@ -29,6 +29,32 @@ pub struct Script {
     pub body: String,
     /// Delay before answering.
     pub delay: Duration,
+    /// How the answer goes wrong, if it does.
+    pub fault: Fault,
+}
+
+/// Ways the scripted upstream misbehaves.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Fault {
+    /// Answers properly.
+    #[default]
+    None,
+    /// Closes the connection after each response without saying so (no
+    /// `Connection: close`), as an upstream with a short idle timeout does.
+    CloseAfterEach,
+    /// Answers one request per connection; a second request on the same connection is
+    /// read, then the connection is closed without a response (a keep-alive race that
+    /// lost after the request was written).
+    DropReused,
+    /// Reads every request, then closes the connection without a response.
+    DropAll,
+    /// Declares the whole body but sends only this many bytes of it, then closes.
+    Truncate(usize),
+    /// Sends the head at once, then the body one byte per this interval.
+    Trickle(Duration),
+    /// Gives up on a request body that does not arrive within this: answers 408 and
+    /// closes (as servers with their own body timeout do).
+    BodyTimeout(Duration),
 }
 
 /// One request as the upstream saw it.
@@ -47,6 +73,7 @@ pub struct Upstream {
     script: Arc<Mutex<Script>>,
     count: Arc<AtomicUsize>,
     connections: Arc<AtomicUsize>,
+    heads: Arc<AtomicUsize>,
     last: Arc<Mutex<Option<Seen>>>,
 }
 
@@ -59,21 +86,28 @@ impl Upstream {
             status: 200,
             body: "ok".into(),
             delay: Duration::ZERO,
+            fault: Fault::None,
         }));
         let count = Arc::new(AtomicUsize::new(0));
         let last = Arc::new(Mutex::new(None));
         let connections = Arc::new(AtomicUsize::new(0));
-        let (s, c, l, n) = (
+        let heads = Arc::new(AtomicUsize::new(0));
+        let (s, c, l, n, h) = (
             script.clone(),
             count.clone(),
             last.clone(),
             connections.clone(),
+            heads.clone(),
         );
         thread::spawn(move || {
             for stream in listener.incoming().flatten() {
                 n.fetch_add(1, Ordering::SeqCst);
-                let (s, c, l) = (s.clone(), c.clone(), l.clone());
-                thread::spawn(move || serve_connection(stream, s, c, l));
+                let counters = Counters {
+                    count: c.clone(),
+                    heads: h.clone(),
+                };
+                let (s, l) = (s.clone(), l.clone());
+                thread::spawn(move || serve_connection(stream, s, counters, l));
             }
         });
         Upstream {
@@ -81,6 +115,7 @@ impl Upstream {
             script,
             count,
             connections,
+            heads,
             last,
         }
     }
@@ -97,9 +132,19 @@ impl Upstream {
         self.script.lock().unwrap().delay = delay;
     }
 
+    /// Misbehaves this way from now on.
+    pub fn fault(&self, fault: Fault) {
+        self.script.lock().unwrap().fault = fault;
+    }
+
     /// Requests received so far.
     pub fn count(&self) -> usize {
         self.count.load(Ordering::SeqCst)
+    }
+
+    /// Request heads received so far (counted before their bodies are read).
+    pub fn heads(&self) -> usize {
+        self.heads.load(Ordering::SeqCst)
     }
 
     /// Connections accepted so far.
@@ -122,14 +167,21 @@ impl Upstream {
     }
 }
 
+struct Counters {
+    count: Arc<AtomicUsize>,
+    heads: Arc<AtomicUsize>,
+}
+
 fn serve_connection(
     stream: TcpStream,
     script: Arc<Mutex<Script>>,
-    count: Arc<AtomicUsize>,
+    counters: Counters,
     last: Arc<Mutex<Option<Seen>>>,
 ) {
+    let Counters { count, heads } = counters;
     let mut reader = BufReader::new(stream.try_clone().expect("clone stream"));
     let mut writer = stream;
+    let mut served = 0usize;
     loop {
         let mut line = String::new();
         match reader.read_line(&mut line) {
@@ -153,20 +205,39 @@ fn serve_connection(
                 headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
             }
         }
+        heads.fetch_add(1, Ordering::SeqCst);
         let mut body = Vec::new();
+        let fault = script.lock().unwrap().fault;
+        if let Fault::BodyTimeout(limit) = fault {
+            let _ = writer.set_read_timeout(Some(limit));
+        }
         if let Some(len) = headers
             .get("content-length")
             .and_then(|l| l.parse::<usize>().ok())
         {
             body.resize(len, 0);
             if reader.read_exact(&mut body).is_err() {
+                if matches!(fault, Fault::BodyTimeout(_)) {
+                    let _ = writer.write_all(
+                        b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                    );
+                }
                 return;
             }
         } else if headers
             .get("transfer-encoding")
             .is_some_and(|t| t.contains("chunked"))
         {
-            body = read_chunked(&mut reader);
+            // An aborted chunked body never makes a complete request.
+            match read_chunked(&mut reader) {
+                Some(b) => body = b,
+                None => return,
+            }
+        }
+        let s = script.lock().unwrap().clone();
+        served += 1;
+        if (s.fault == Fault::DropReused && served > 1) || s.fault == Fault::DropAll {
+            return;
         }
         count.fetch_add(1, Ordering::SeqCst);
         let close = headers
@@ -178,40 +249,58 @@ fn serve_connection(
             headers,
             body,
         });
-        let s = script.lock().unwrap().clone();
         if !s.delay.is_zero() {
             thread::sleep(s.delay);
         }
-        let response = format!(
-            "HTTP/1.1 {} X\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nx-upstream: scripted\r\n\r\n{}",
+        let head = format!(
+            "HTTP/1.1 {} X\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nx-upstream: scripted\r\n\r\n",
             s.status,
             s.body.len(),
-            s.body
         );
-        if writer.write_all(response.as_bytes()).is_err() || close {
+        if writer.write_all(head.as_bytes()).is_err() {
+            return;
+        }
+        match s.fault {
+            Fault::Truncate(n) => {
+                let _ = writer.write_all(&s.body.as_bytes()[..n.min(s.body.len())]);
+                return;
+            }
+            Fault::Trickle(every) => {
+                for byte in s.body.as_bytes() {
+                    thread::sleep(every);
+                    if writer.write_all(std::slice::from_ref(byte)).is_err() {
+                        return;
+                    }
+                }
+            }
+            _ => {
+                if writer.write_all(s.body.as_bytes()).is_err() {
+                    return;
+                }
+            }
+        }
+        if close || s.fault == Fault::CloseAfterEach {
             return;
         }
     }
 }
 
-fn read_chunked(reader: &mut impl BufRead) -> Vec<u8> {
+/// A chunked body; `None` when it ends before its last chunk.
+fn read_chunked(reader: &mut impl BufRead) -> Option<Vec<u8>> {
     let mut body = Vec::new();
     loop {
         let mut size = String::new();
         if reader.read_line(&mut size).unwrap_or(0) == 0 {
-            return body;
+            return None;
         }
-        let n =
-            usize::from_str_radix(size.trim().split(';').next().unwrap_or("0"), 16).unwrap_or(0);
+        let n = usize::from_str_radix(size.trim().split(';').next()?, 16).ok()?;
         if n == 0 {
             let mut end = String::new();
             let _ = reader.read_line(&mut end);
-            return body;
+            return Some(body);
         }
         let mut chunk = vec![0; n + 2];
-        if reader.read_exact(&mut chunk).is_err() {
-            return body;
-        }
+        reader.read_exact(&mut chunk).ok()?;
         body.extend_from_slice(&chunk[..n]);
     }
 }
@@ -276,7 +365,32 @@ pub fn try_request(
     head.push_str("\r\n");
     stream.write_all(head.as_bytes())?;
     stream.write_all(body)?;
-    let mut reader = BufReader::new(stream);
+    read_reply(stream)
+}
+
+/// Opens a connection to `addr` and writes `bytes` (a request, or the start of one),
+/// leaving the connection open: the caller stalls, finishes or drops it.
+pub fn send_raw(addr: SocketAddr, bytes: &[u8]) -> TcpStream {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    stream.write_all(bytes).unwrap();
+    stream
+}
+
+/// The head of a `POST target` declaring a body of `len` bytes (`Content-Length`).
+pub fn post_head(addr: SocketAddr, target: &str, len: usize) -> String {
+    format!("POST {target} HTTP/1.1\r\nhost: {addr}\r\ncontent-length: {len}\r\n\r\n")
+}
+
+/// Reads one response (head and body) from `stream`.
+pub fn read_reply(stream: TcpStream) -> std::io::Result<Reply> {
+    read_reply_from(&mut BufReader::new(stream))
+}
+
+/// Reads one response from `reader`, leaving what follows it unread.
+pub fn read_reply_from(reader: &mut BufReader<TcpStream>) -> std::io::Result<Reply> {
     let mut line = String::new();
     reader.read_line(&mut line)?;
     let status = line
@@ -300,7 +414,9 @@ pub fn try_request(
         .get("transfer-encoding")
         .is_some_and(|t| t.contains("chunked"))
     {
-        read_chunked(&mut reader)
+        read_chunked(reader).ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "chunked body cut short")
+        })?
     } else if let Some(len) = headers
         .get("content-length")
         .and_then(|l| l.parse::<usize>().ok())
@@ -320,6 +436,33 @@ pub fn try_request(
     })
 }
 
+/// A client connection kept alive across requests.
+pub struct KeepAlive {
+    reader: BufReader<TcpStream>,
+    addr: SocketAddr,
+}
+
+impl KeepAlive {
+    /// Connects to `addr`.
+    pub fn connect(addr: SocketAddr) -> KeepAlive {
+        let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        KeepAlive {
+            reader: BufReader::new(stream),
+            addr,
+        }
+    }
+
+    /// `GET target` on this connection.
+    pub fn get(&mut self, target: &str) -> std::io::Result<Reply> {
+        let head = format!("GET {target} HTTP/1.1\r\nhost: {}\r\n\r\n", self.addr);
+        self.reader.get_mut().write_all(head.as_bytes())?;
+        read_reply_from(&mut self.reader)
+    }
+}
+
 /// `GET target`.
 pub fn get(addr: SocketAddr, target: &str) -> Reply {
     request(addr, "GET", target, &[], b"")
@@ -328,6 +471,14 @@ pub fn get(addr: SocketAddr, target: &str) -> Reply {
 /// `POST target` with no body.
 pub fn post(addr: SocketAddr, target: &str, headers: &[(&str, &str)]) -> Reply {
     request(addr, "POST", target, headers, b"")
+}
+
+/// An admin action as a script sends it: `POST target` with a JSON content type (a
+/// browser cannot send that cross-origin without asking first) and `headers`.
+pub fn admin_post(addr: SocketAddr, target: &str, headers: &[(&str, &str)]) -> Reply {
+    let mut all = vec![("content-type", "application/json")];
+    all.extend_from_slice(headers);
+    request(addr, "POST", target, &all, b"")
 }
 
 /// A fresh directory under cargo's per-target temp dir (`target/tmp/breakerbox-cli/NAME`;
@@ -348,9 +499,10 @@ pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     path
 }
 
-/// The binary under test.
-pub fn binary() -> &'static str {
-    env!("CARGO_BIN_EXE_breakerbox")
+/// The binary under test: this build's, or the one `BREAKERBOX_BIN` names (to show that
+/// a new test fails against an older build).
+pub fn binary() -> String {
+    std::env::var("BREAKERBOX_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_breakerbox").into())
 }
 
 /// A running `breakerbox proxy`, killed on drop.

@@ -1,0 +1,447 @@
+//! An upstream's response body on its way to the client. The exchange is judged when the
+//! body ends, not at its head: a body cut short (`body truncated`) or not delivered within
+//! the upstream's time budget (`body timeout`) is a failure, and the client sees the cut.
+//! Only time spent waiting on the upstream is charged to it; a client that reads slowly
+//! is its own business. A body dropped before its end (the client went away) releases
+//! its permit unjudged.
+
+use std::collections::VecDeque;
+use std::future::Future as _;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use breakerbox::{Clock, MonotonicClock, Nanos, Verdict};
+use breakerbox_http::TransportError;
+use bytes::Bytes;
+use http::header::{HeaderMap, RETRY_AFTER};
+use http::StatusCode;
+use http_body::{Body, Frame, SizeHint};
+use hyper::body::Incoming;
+use tokio::time::Sleep;
+
+use super::body::BoxError;
+use super::forward::Worker;
+use super::guard::Ticket;
+use super::metrics::UpstreamError;
+use super::pool::Lent;
+use super::probe_watch::ProbeHold;
+use super::upload::UploadState;
+
+/// How a response body failed after its head.
+#[derive(Debug)]
+pub enum BodyFault {
+    /// The upstream ended the body before its declared end, or broke it.
+    Truncated,
+    /// The upstream took longer than its time budget to deliver the body.
+    Timeout,
+}
+
+impl BodyFault {
+    /// The judgement's reason.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            BodyFault::Truncated => "body truncated",
+            BodyFault::Timeout => "body timeout",
+        }
+    }
+
+    fn kind(&self) -> UpstreamError {
+        match self {
+            BodyFault::Truncated => UpstreamError::BodyTruncated,
+            BodyFault::Timeout => UpstreamError::BodyTimeout,
+        }
+    }
+}
+
+impl std::fmt::Display for BodyFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.reason())
+    }
+}
+
+impl std::error::Error for BodyFault {}
+
+/// The permit an exchange holds until its body ends.
+pub enum Hold {
+    /// Nothing to judge (the permit was given back early).
+    Nothing,
+    /// A permit held by the body alone.
+    Own(Ticket),
+    /// A probe, shared with a watchdog that gives it back if the client stops reading.
+    Watched(ProbeHold),
+}
+
+impl Hold {
+    /// Holds `ticket`, if any.
+    pub fn new(ticket: Option<Ticket>) -> Hold {
+        ticket.map_or(Hold::Nothing, Hold::Own)
+    }
+
+    fn take(&mut self) -> Option<Ticket> {
+        match std::mem::replace(self, Hold::Nothing) {
+            Hold::Nothing => None,
+            Hold::Own(ticket) => Some(ticket),
+            Hold::Watched(hold) => hold.take(),
+        }
+    }
+
+    /// A probe about to stream its body goes under watch.
+    fn watch_probe(&mut self) {
+        if matches!(self, Hold::Own(t) if t.is_probe()) {
+            if let Some(ticket) = self.take() {
+                *self = Hold::Watched(ProbeHold::start(ticket));
+            }
+        }
+    }
+
+    fn watch(&self) -> Option<&ProbeHold> {
+        match self {
+            Hold::Watched(watch) => Some(watch),
+            _ => None,
+        }
+    }
+}
+
+/// What judging an exchange at the end of its body needs.
+pub struct Outcome {
+    /// The worker thread (for the judge and the counters).
+    pub worker: Arc<Worker>,
+    /// The upstream's index.
+    pub slot: usize,
+    /// The permit, recorded (or released) once; nothing is judged without one.
+    pub hold: Hold,
+    /// The response status.
+    pub status: StatusCode,
+    /// The response's `Retry-After`, for the judge's hint.
+    pub retry_after: HeaderMap,
+    /// The client's upload, when it had a body: its faults and waits are not the upstream's.
+    pub upload: Option<Arc<UploadState>>,
+}
+
+impl Outcome {
+    /// Keeps only the headers the judge reads from a response head.
+    pub fn hint_headers(headers: &HeaderMap) -> HeaderMap {
+        let mut hint = HeaderMap::new();
+        if let Some(v) = headers.get(RETRY_AFTER) {
+            hint.insert(RETRY_AFTER, v.clone());
+        }
+        hint
+    }
+
+    /// The body arrived whole (`body` holds it when it was read for judging).
+    pub fn complete(mut self, body: Option<&[u8]>, latency: Duration) {
+        let Some(ticket) = self.hold.take() else {
+            return;
+        };
+        let upstream = &self.worker.proxy.upstreams[self.slot];
+        let j = upstream.config.judge.judge_response(
+            self.status,
+            &self.retry_after,
+            body,
+            latency,
+            ticket.is_probe(),
+        );
+        self.record(ticket, j.verdict, latency, j.retry_after);
+    }
+
+    /// The body failed; the client's fault (its upload failed) is not the upstream's.
+    pub fn fail(mut self, fault: &BodyFault, latency: Duration) {
+        if self.upload.as_ref().is_some_and(|u| u.fault().is_some()) {
+            return;
+        }
+        let Some(ticket) = self.hold.take() else {
+            return;
+        };
+        let upstream = &self.worker.proxy.upstreams[self.slot];
+        let transport = match fault {
+            BodyFault::Truncated => TransportError::Other,
+            BodyFault::Timeout => TransportError::Timeout,
+        };
+        let mut j = upstream.config.judge.judge_transport(transport, latency);
+        j.reason = fault.reason().into();
+        if let Some(s) = self.worker.proxy.recorder.stats(&upstream.config.name) {
+            s.upstream_error(fault.kind());
+        }
+        self.record(ticket, j.verdict, latency, j.retry_after);
+    }
+
+    fn record(&self, ticket: Ticket, verdict: Verdict, latency: Duration, hint: Option<Duration>) {
+        let name = &self.worker.proxy.upstreams[self.slot].config.name;
+        if let Some(s) = self.worker.proxy.recorder.stats(name) {
+            s.call(verdict);
+        }
+        ticket.record_detached(verdict, latency, hint);
+    }
+}
+
+/// The upstream's time budget for the body: what the head used, plus every wait on the
+/// upstream for the next frame.
+struct Budget {
+    limit: Duration,
+    used: Duration,
+    waiting_since: Option<Nanos>,
+    timer: Option<Pin<Box<Sleep>>>,
+    /// The client's upload time when the head arrived: later client time is not charged.
+    client_at_head: Duration,
+    upload: Option<Arc<UploadState>>,
+    clock: MonotonicClock,
+}
+
+impl Budget {
+    /// Time charged to the upstream so far (at `now`, counting a wait in progress).
+    fn charged(&self, now: Nanos) -> Duration {
+        let waiting = self.waiting_since.map_or(Duration::ZERO, |since| {
+            now.saturating_sub(since).as_duration()
+        });
+        let client = self.upload.as_ref().map_or(Duration::ZERO, |u| {
+            u.client_time(now).saturating_sub(self.client_at_head)
+        });
+        (self.used + waiting).saturating_sub(client)
+    }
+
+    fn stop_waiting(&mut self) {
+        if let Some(since) = self.waiting_since.take() {
+            self.used += self.clock.now().saturating_sub(since).as_duration();
+        }
+    }
+
+    /// The upstream has nothing yet: start (or go on) waiting; true when out of time.
+    fn wait(&mut self, cx: &mut Context<'_>) -> bool {
+        if self.waiting_since.is_none() {
+            let now = self.clock.now();
+            self.waiting_since = Some(now);
+            let left = self.limit.saturating_sub(self.charged(now));
+            let at = tokio::time::Instant::now() + left;
+            match &mut self.timer {
+                Some(timer) => timer.as_mut().reset(at),
+                None => self.timer = Some(Box::pin(tokio::time::sleep_until(at))),
+            }
+        }
+        loop {
+            let fired = self
+                .timer
+                .as_mut()
+                .is_some_and(|timer| timer.as_mut().poll(cx).is_ready());
+            if !fired {
+                return false;
+            }
+            let charged = self.charged(self.clock.now());
+            if charged >= self.limit {
+                return true;
+            }
+            // The client held things up: the upstream gets that time back.
+            if let Some(timer) = &mut self.timer {
+                let deadline = timer.deadline() + (self.limit - charged);
+                timer.as_mut().reset(deadline);
+            }
+        }
+    }
+
+    /// Time charged to the upstream for the whole exchange.
+    fn total(&self) -> Duration {
+        let client = self.upload.as_ref().map_or(Duration::ZERO, |u| {
+            u.client_time(self.clock.now())
+                .saturating_sub(self.client_at_head)
+        });
+        self.used.saturating_sub(client)
+    }
+}
+
+/// An upstream response body, judged at its end.
+pub struct Download {
+    read: VecDeque<Frame<Bytes>>,
+    rest: Incoming,
+    lent: Option<Lent>,
+    budget: Budget,
+    outcome: Option<Outcome>,
+}
+
+impl Download {
+    /// The body of a response whose head took `latency` of the upstream's time, out of
+    /// `limit`. Judged at once when the body is already complete.
+    pub fn new(
+        rest: Incoming,
+        lent: Lent,
+        latency: Duration,
+        limit: Duration,
+        outcome: Outcome,
+    ) -> Download {
+        let clock = MonotonicClock;
+        let client_at_head = outcome
+            .upload
+            .as_ref()
+            .map_or(Duration::ZERO, |u| u.client_time(clock.now()));
+        let mut download = Download {
+            read: VecDeque::new(),
+            rest,
+            lent: Some(lent),
+            budget: Budget {
+                limit,
+                used: latency,
+                waiting_since: None,
+                timer: None,
+                client_at_head,
+                upload: outcome.upload.clone(),
+                clock,
+            },
+            outcome: Some(outcome),
+        };
+        if download.rest.is_end_stream() {
+            download.ended(None);
+        } else if let Some(outcome) = &mut download.outcome {
+            outcome.hold.watch_probe();
+        }
+        download
+    }
+
+    /// The upstream's next frame, its time budget enforced (no judging).
+    fn poll_upstream(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyFault>>> {
+        match Pin::new(&mut self.rest).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                self.budget.stop_waiting();
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Err(_))) => {
+                self.budget.stop_waiting();
+                Poll::Ready(Some(Err(BodyFault::Truncated)))
+            }
+            Poll::Ready(None) => {
+                self.budget.stop_waiting();
+                Poll::Ready(None)
+            }
+            Poll::Pending => {
+                if self.budget.wait(cx) {
+                    self.budget.stop_waiting();
+                    Poll::Ready(Some(Err(BodyFault::Timeout)))
+                } else {
+                    Poll::Pending
+                }
+            }
+        }
+    }
+
+    /// The body reached its end: the connection goes back, the exchange is judged.
+    fn ended(&mut self, body: Option<&[u8]>) {
+        if let Some(lent) = self.lent.take() {
+            lent.give_back();
+        }
+        if let Some(outcome) = self.outcome.take() {
+            outcome.complete(body, self.budget.total());
+        }
+    }
+
+    fn failed(&mut self, fault: &BodyFault) {
+        // A connection with a broken body cannot carry another request.
+        self.lent = None;
+        if let Some(outcome) = self.outcome.take() {
+            outcome.fail(fault, self.budget.total());
+        }
+    }
+
+    fn handed_frame(&self) {
+        if let Some(watch) = self.outcome.as_ref().and_then(|o| o.hold.watch()) {
+            watch.handed_frame();
+        }
+    }
+
+    /// Reads up to `cap` bytes for the judge before the head goes to the client. `Ok(Some)`
+    /// with the whole body (judged with it), `Ok(None)` when it is bigger (judged at its
+    /// end, without it), `Err` when it failed (judged; answer with an error instead).
+    pub async fn read_for_judging(&mut self, cap: usize) -> Result<Option<Bytes>, BodyFault> {
+        if self.outcome.is_none() {
+            // Already complete and judged (an empty body).
+            return Ok(Some(Bytes::new()));
+        }
+        if self.rest.size_hint().lower() > cap as u64 {
+            return Ok(None);
+        }
+        let mut size = 0usize;
+        loop {
+            match std::future::poll_fn(|cx| self.poll_upstream(cx)).await {
+                None => break,
+                Some(Ok(frame)) => {
+                    size += frame.data_ref().map_or(0, Bytes::len);
+                    self.read.push_back(frame);
+                    if size > cap {
+                        return Ok(None);
+                    }
+                }
+                Some(Err(fault)) => {
+                    self.failed(&fault);
+                    return Err(fault);
+                }
+            }
+        }
+        let mut all = bytes::BytesMut::with_capacity(size);
+        for frame in &self.read {
+            if let Some(d) = frame.data_ref() {
+                all.extend_from_slice(d);
+            }
+        }
+        let all = all.freeze();
+        self.ended(Some(&all));
+        Ok(Some(all))
+    }
+}
+
+impl Body for Download {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = self.get_mut();
+        if let Some(watch) = this.outcome.as_ref().and_then(|o| o.hold.watch()) {
+            watch.client_polled();
+        }
+        if let Some(frame) = this.read.pop_front() {
+            this.handed_frame();
+            return Poll::Ready(Some(Ok(frame)));
+        }
+        match this.poll_upstream(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                if this.rest.is_end_stream() {
+                    this.ended(None);
+                } else {
+                    this.handed_frame();
+                }
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Err(fault))) => {
+                this.failed(&fault);
+                Poll::Ready(Some(Err(Box::new(fault))))
+            }
+            Poll::Ready(None) => {
+                this.ended(None);
+                Poll::Ready(None)
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.read.is_empty() && self.rest.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        let buffered: u64 = self
+            .read
+            .iter()
+            .filter_map(|f| f.data_ref().map(|d| d.len() as u64))
+            .sum();
+        let inner = self.rest.size_hint();
+        let mut hint = SizeHint::new();
+        hint.set_lower(inner.lower() + buffered);
+        if let Some(upper) = inner.upper() {
+            hint.set_upper(upper + buffered);
+        }
+        hint
+    }
+}

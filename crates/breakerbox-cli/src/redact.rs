@@ -1,0 +1,39 @@
+//! Keeping credentials out of what the program prints.
+
+use std::borrow::Cow;
+
+/// `url` with any `user:password@` replaced by `***@`: safe to print in messages.
+///
+/// Works on text that is not a valid URL too (it is often printed because it is not).
+pub fn url(url: &str) -> Cow<'_, str> {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        // No scheme: an `@` may still hide a password (`user:pw@host`).
+        return match url.rsplit_once('@') {
+            Some((_, host)) => Cow::Owned(format!("***@{host}")),
+            None => Cow::Borrowed(url),
+        };
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    match authority.rsplit_once('@') {
+        Some((_, host)) => Cow::Owned(format!("{scheme}://***@{host}{tail}")),
+        None => Cow::Borrowed(url),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn credentials_never_survive() {
+        assert_eq!(
+            super::url("redis://127.0.0.1:6379/"),
+            "redis://127.0.0.1:6379/"
+        );
+        assert_eq!(
+            super::url("redis://user:s3cret@host:6379/0"),
+            "redis://***@host:6379/0"
+        );
+        assert_eq!(super::url("redis://:s3cret@host"), "redis://***@host");
+        assert_eq!(super::url("user:s3cret@host"), "***@host");
+    }
+}

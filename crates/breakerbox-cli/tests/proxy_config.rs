@@ -1,0 +1,192 @@
+//! `breakerbox proxy` against operator mistakes: a port already in use, upstream URLs
+//! that cannot work, and configs that route ambiguously.
+
+#![allow(clippy::disallowed_methods)]
+#![allow(clippy::unwrap_used)]
+
+#[path = "support/proxy_harness.rs"]
+mod harness;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use harness::{get, listeners, temp_dir, write, ProxyProcess, Upstream};
+
+/// `breakerbox proxy --check FILE`: (success, stderr).
+fn check(dir: &std::path::Path, name: &str, config: &str) -> (bool, String) {
+    let path = write(dir, name, config);
+    let out = Command::new(harness::binary())
+        .args(["proxy", "--check"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn with_url(url: &str) -> String {
+    format!(
+        "{}[[upstream]]\nname = \"a\"\nroute = \"/\"\nurl = \"{url}\"\n",
+        listeners()
+    )
+}
+
+#[test]
+fn a_second_proxy_on_a_port_in_use_fails_clearly_instead_of_sharing_it() {
+    let upstream = Upstream::start();
+    let config = |listen: &str| {
+        format!(
+            "listen = \"{listen}\"\n[admin]\nlisten = \"127.0.0.1:0\"\n[[upstream]]\nname = \"a\"\nroute = \"/\"\nurl = \"{}\"\n",
+            upstream.url()
+        )
+    };
+    let dir = temp_dir("port-in-use");
+    let first = ProxyProcess::start(&dir, &config("127.0.0.1:0"));
+    let path = write(&dir, "second.toml", &config(&first.addr.to_string()));
+    let mut second = Command::new(harness::binary())
+        .args(["proxy", "--config"])
+        .arg(&path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = second.try_wait().unwrap() {
+            break Some(status);
+        }
+        if Instant::now() > deadline {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let Some(status) = status else {
+        let _ = second.kill();
+        let _ = second.wait();
+        panic!("a second proxy started on {} (port in use)", first.addr);
+    };
+    assert!(!status.success());
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut second.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(
+        stderr.contains(&format!("cannot listen on {}", first.addr)) && stderr.contains("in use"),
+        "{stderr}"
+    );
+    assert_eq!(get(first.addr, "/x").status, 200);
+}
+
+#[test]
+fn upstream_urls_with_bad_ports_no_host_or_credentials_are_rejected_naming_the_key() {
+    let dir = temp_dir("bad-urls");
+    for (url, expected) in [
+        (
+            "http://127.0.0.1:18001999",
+            "upstream[0].url: port 18001999 is out of range (1-65535)",
+        ),
+        (
+            "http://127.0.0.1:65536",
+            "upstream[0].url: port 65536 is out of range (1-65535)",
+        ),
+        (
+            "http://127.0.0.1:0",
+            "upstream[0].url: port 0 is out of range (1-65535)",
+        ),
+        (
+            "http://127.0.0.1:http",
+            "upstream[0].url: port \"http\" is not a number",
+        ),
+        ("http://127.0.0.1:", "upstream[0].url: empty port"),
+        ("http://:8080", "upstream[0].url: no host"),
+        (
+            "http://user:pw@127.0.0.1:3000",
+            "upstream[0].url: credentials (user:password@) are not allowed",
+        ),
+    ] {
+        let (ok, stderr) = check(&dir, "bad.toml", &with_url(url));
+        assert!(!ok, "{url} passed --check");
+        assert!(
+            stderr.contains(expected),
+            "{url}: missing {expected:?} in:\n{stderr}"
+        );
+        assert!(
+            !stderr.contains("pw"),
+            "{url}: a password was printed:\n{stderr}"
+        );
+    }
+    let (ok, stderr) = check(&dir, "good.toml", &with_url("http://[::1]:3000/base"));
+    assert!(ok, "{stderr}");
+}
+
+#[test]
+fn ambiguous_or_meaningless_configs_are_errors_naming_the_key() {
+    let dir = temp_dir("config-errors");
+    let upstreams = |a: &str, b: &str| {
+        format!(
+            "{}[[upstream]]\nname = \"a\"\nurl = \"http://127.0.0.1:1\"\n{a}\n[[upstream]]\nname = \"b\"\nurl = \"http://127.0.0.1:2\"\n{b}\n",
+            listeners()
+        )
+    };
+    for (config, expected) in [
+        (
+            upstreams("route = \"/api/\"", "route = \"/api/\""),
+            "upstream[1].route: duplicate route \"/api/\" (also upstream[0])",
+        ),
+        (
+            upstreams("host = \"Shop.example\"", "host = \"shop.EXAMPLE\""),
+            "upstream[1].host: duplicate host \"shop.example\" (also upstream[0]; hosts are compared without case)",
+        ),
+        (
+            upstreams("host = \"\"", "route = \"/\""),
+            "upstream[0].host: must not be empty",
+        ),
+        (
+            format!("redis_prefix = \"bb:\"\n{}", with_url("http://127.0.0.1:1")),
+            "redis_prefix: set without `redis`",
+        ),
+        (
+            format!("{}[limits]\nmax_header_bytes = 1073741824\n[[upstream]]\nname = \"a\"\nroute = \"/\"\nurl = \"http://127.0.0.1:1\"\n", listeners()),
+            "limits.max_header_bytes: invalid value 1073741824: expected at most 1048576",
+        ),
+    ] {
+        let (ok, stderr) = check(&dir, "bad.toml", &config);
+        assert!(!ok, "passed --check:\n{config}");
+        assert!(stderr.contains(expected), "missing {expected:?} in:\n{stderr}");
+    }
+}
+
+#[test]
+fn a_redis_password_in_the_config_is_never_printed() {
+    let dir = temp_dir("redis-password");
+    let upstream = "[[upstream]]\nname = \"a\"\nroute = \"/\"\nurl = \"http://127.0.0.1:1\"\n";
+    for redis in [
+        "rediss:/:pw-in-config-77@127.0.0.1:6379/",
+        "http://user:pw-in-config-77@127.0.0.1:6379/",
+    ] {
+        let config = format!("redis = \"{redis}\"\n{}{upstream}", listeners());
+        let (ok, stderr) = check(&dir, "redis.toml", &config);
+        assert!(!ok, "{redis} passed --check");
+        assert!(stderr.contains("redis: invalid value"), "{stderr}");
+        assert!(
+            !stderr.contains("pw-in-config-77"),
+            "the password was printed:\n{stderr}"
+        );
+    }
+    let config = format!(
+        "redis = \"redis://:pw-in-config-77@127.0.0.1:notaport/\"\n{}{upstream}",
+        listeners()
+    );
+    let path = write(&dir, "start.toml", &config);
+    let out = Command::new(harness::binary())
+        .args(["proxy", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !stderr.contains("pw-in-config-77"),
+        "the password was printed:\n{stderr}"
+    );
+}
