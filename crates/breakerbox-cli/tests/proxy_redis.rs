@@ -130,3 +130,66 @@ fn a_probe_through_either_proxy_closes_the_shared_breaker_for_both() {
     );
     assert_eq!(get(a.addr, "/x").status, 200);
 }
+
+/// An upstream that answers every request `503` with `Retry-After: 120`.
+fn busy_upstream() -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(100) {
+            let Ok(mut stream) = stream else { continue };
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && head.len() < 16_384 {
+                match stream.read(&mut byte) {
+                    Ok(1) => head.push(byte[0]),
+                    _ => break,
+                }
+            }
+            let _ = stream.write_all(
+                b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 120\r\n\
+                  Content-Length: 0\r\nConnection: close\r\n\r\n",
+            );
+        }
+    });
+    format!("http://{addr}")
+}
+
+#[test]
+fn a_retry_after_from_the_upstream_holds_the_shared_breaker_open_that_long() {
+    let redis = RedisServer::start();
+    let config = format!(
+        "listen = \"127.0.0.1:0\"\nredis = \"{}\"\nredis_prefix = \"hint:\"\n[admin]\nlisten = \"127.0.0.1:0\"\n\
+         [[upstream]]\nname = \"payments\"\nroute = \"/\"\nurl = \"{}\"\n\
+         [upstream.breaker]\nconsecutive_failures = 1\nrecovery_timeout = \"10s\"\n\
+         backoff_multiplier = 1.0\nmax_open_duration = \"5m\"\n\
+         [upstream.judge]\nhonor_retry_after = true\n",
+        redis.url(),
+        busy_upstream()
+    );
+    let proxy = ProxyProcess::start(&temp_dir("redis-hint"), &config);
+    assert_eq!(get(proxy.addr, "/x").status, 503, "the upstream's own 503");
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            get(proxy.addr, "/x").json()["error"] == "circuit_open"
+        }),
+        "the shared breaker did not open"
+    );
+    let rejected = get(proxy.addr, "/x").json();
+    let ms = rejected["retry_after_ms"].as_u64().unwrap_or(0);
+    assert!(
+        (110_000..=120_000).contains(&ms),
+        "open for the upstream's 120 s, not the 10 s recovery: {rejected}"
+    );
+    // Every proxy sharing the breaker sees the same end: it is stored in Redis.
+    let until: u64 = redis
+        .command(&["HGET", "hint:{payments}", "until"])
+        .and_then(|u| u.parse().ok())
+        .unwrap_or(0);
+    let now = redis.time_us().unwrap_or(u64::MAX);
+    assert!(
+        until.saturating_sub(now) > 110_000_000,
+        "stored open until {until}, now {now}"
+    );
+}

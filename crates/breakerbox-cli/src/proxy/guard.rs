@@ -167,7 +167,7 @@ impl Ticket {
         match self {
             Ticket::Local(p) => p.record_with_retry_hint(verdict, latency, retry_hint),
             Ticket::Shared(p) => {
-                tokio::spawn(p.record_with_latency(verdict, latency));
+                tokio::spawn(p.record_with_retry_hint(verdict, latency, retry_hint));
             }
         }
     }
