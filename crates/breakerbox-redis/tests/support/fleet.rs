@@ -34,6 +34,8 @@ pub struct Dependency {
 #[derive(Default)]
 struct DependencyState {
     healthy: AtomicBool,
+    /// How long a healthy answer takes, in milliseconds.
+    delay_ms: AtomicU64,
     log: Mutex<Vec<(Instant, bool)>>,
     probes_now: AtomicU64,
     probes_max: AtomicU64,
@@ -53,6 +55,13 @@ impl Dependency {
     /// Makes it answer 200 (`true`) or 500.
     pub fn set_healthy(&self, healthy: bool) {
         self.state.healthy.store(healthy, Ordering::SeqCst);
+    }
+
+    /// Makes healthy answers take `delay` (so probes overlap).
+    pub fn set_delay(&self, delay: Duration) {
+        self.state
+            .delay_ms
+            .store(delay.as_millis() as u64, Ordering::SeqCst);
     }
 
     /// Requests received so far.
@@ -130,7 +139,12 @@ async fn serve(listener: TcpListener, state: Arc<DependencyState>) {
                 let now = state.probes_now.fetch_add(1, Ordering::SeqCst) + 1;
                 state.probes_max.fetch_max(now, Ordering::SeqCst);
             }
-            let status = if state.healthy.load(Ordering::SeqCst) {
+            let healthy = state.healthy.load(Ordering::SeqCst);
+            let delay = state.delay_ms.load(Ordering::SeqCst);
+            if healthy && delay > 0 {
+                tokio::time::sleep(Duration::from_millis(delay)).await;
+            }
+            let status = if healthy {
                 "200 OK"
             } else {
                 "500 Internal Server Error"
@@ -284,6 +298,7 @@ pub async fn worker_main() {
     } else {
         Mode::LocalView(LocalView {
             refresh_interval: ms("BB_FLEET_REFRESH_MS", 200),
+            flush_interval: ms("BB_FLEET_FLUSH_MS", 1_000),
             ..LocalView::default()
         })
     };
