@@ -4,6 +4,7 @@ use std::time::Duration;
 
 /// What decides calls while Redis is unreachable.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Fallback {
     /// An in-process [`breakerbox::CircuitBreaker`] with the same config (the default):
     /// the node keeps protecting the dependency on its own.
@@ -17,6 +18,7 @@ pub enum Fallback {
 
 /// How often a breaker goes to Redis.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Mode {
     /// One script call per acquire and one per outcome: every decision is made in Redis.
     Strict,

@@ -42,6 +42,7 @@ impl WindowKind {
 
 /// Trip when the failure rate or slow-call rate over a window reaches a threshold.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RateRule {
     /// The window the rates are computed over.
     pub window: WindowKind,
@@ -75,6 +76,7 @@ pub struct RateRule {
 /// assert!(err.to_string().contains("1.5"));
 /// ```
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct Config {
     /// Trip after this many consecutive failures in closed.
     pub consecutive_failures: Option<u32>,

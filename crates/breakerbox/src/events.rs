@@ -23,6 +23,7 @@ pub enum EventKind {
 
 /// An event of the breaker named `breaker`.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Event<'a> {
     /// The breaker's name.
     pub breaker: &'a str,

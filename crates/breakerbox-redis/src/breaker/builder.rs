@@ -23,6 +23,7 @@ use crate::store::{RedisStore, StoreOptions};
 /// Why a [`RedisBreaker`] could not be built. (An unreachable Redis is not an error: the
 /// breaker starts on its fallback and connects when Redis is there.)
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum BuildError {
     /// The breaker's config was refused.
     Config(ConfigError),
