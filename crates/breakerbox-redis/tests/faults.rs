@@ -486,3 +486,39 @@ async fn an_override_longer_than_supported_is_refused_before_anything_changes() 
     }
     assert_eq!(b.snapshot().await.unwrap().phase, Phase::ForcedOpen);
 }
+
+/// Which state wins, case 4: the node made no override, knew nothing Redis lost and did
+/// not trip on its own, so Redis's state wins, whatever it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_an_outage_redis_wins_when_the_node_has_nothing_to_push() {
+    let mut server = RedisServer::start();
+    let (a, events) = node(&server, "redis-wins", local_view(), Fallback::FailOpen).await;
+    timed_call(&a, true).await;
+    a.flush().await;
+    server.kill();
+    wait_for("the outage", || a.is_degraded()).await;
+    server.restart();
+    // An operator forces it open on the restarted Redis before (or while) the node
+    // comes back.
+    let store = breakerbox_redis::RedisStore::new(
+        redis::Client::open(server.url()).unwrap(),
+        "redis-wins",
+        a.config(),
+        &breakerbox_redis::StoreOptions::default(),
+    );
+    store
+        .manual(breakerbox_redis::ManualOp::ForceOpen(None), None, 0.0)
+        .await
+        .unwrap();
+    wait_for("the resync", || !a.is_degraded()).await;
+    wait_for("the node to adopt redis's state", || {
+        a.local_phase() == Phase::ForcedOpen
+    })
+    .await;
+    assert_eq!(a.acquire().await.unwrap_err().phase(), Phase::ForcedOpen);
+    let pushed = events.lock().unwrap().iter().find_map(|e| match e {
+        RedisEvent::OutageEnded { pushed, .. } => Some(*pushed),
+        _ => None,
+    });
+    assert_eq!(pushed, Some(None), "nothing pushed: Redis won");
+}
