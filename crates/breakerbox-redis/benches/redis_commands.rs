@@ -69,13 +69,15 @@ async fn nodes(server: &RedisServer, name: &str, mode: Mode, config: &Config) ->
     nodes
 }
 
-/// Every node makes `per_ms` successful calls each millisecond for `run`; returns the
-/// number of calls and the Redis commands they caused.
+/// Every node makes `per_ms` calls each millisecond for `run`, every `fail_every`-th of
+/// each node failing (0: none); returns the number of calls and the Redis commands they
+/// caused.
 async fn steady(
     server: &RedisServer,
     nodes: &[RedisBreaker],
     per_ms: usize,
     run: Duration,
+    fail_every: u64,
 ) -> (u64, String, f64) {
     let before = commands(server);
     let started = Instant::now();
@@ -90,8 +92,12 @@ async fn steady(
                 tick.tick().await;
                 for _ in 0..per_ms {
                     if let Ok(permit) = node.acquire().await {
-                        permit.success().await;
                         calls += 1;
+                        if fail_every > 0 && calls.is_multiple_of(fail_every) {
+                            permit.failure().await;
+                        } else {
+                            permit.success().await;
+                        }
                     }
                 }
             }
@@ -172,15 +178,17 @@ async fn bench() {
 
     // Steady closed state, local view (the default mode).
     let local = nodes(&server, "steady-local", Mode::default(), &config).await;
-    steady(&server, &local, 2, Duration::from_millis(500)).await; // warm up
+    steady(&server, &local, 2, Duration::from_millis(500), 0).await; // warm up
     let flushes: u64 = local.iter().map(|n| n.stats().flushes).sum();
-    let (calls, used, rate) = steady(&server, &local, 2, Duration::from_secs(5)).await;
+    let (calls, used, rate) = steady(&server, &local, 2, Duration::from_secs(5), 0).await;
     let flushes = local.iter().map(|n| n.stats().flushes).sum::<u64>() - flushes;
     let refreshes: u64 = local.iter().map(|n| n.stats().redis_calls).sum();
     println!(
         "  ({flushes} batches sent by 4 nodes in 5 s; {refreshes} script calls in all since start)"
     );
     println!("closed, local view : {calls} calls ({rate:.0}/s per node): {used} (target <= 0.01)");
+    let (calls, used, rate) = steady(&server, &local, 2, Duration::from_secs(3), 100).await;
+    println!("  with 1 % failures: {calls} calls ({rate:.0}/s per node): {used}");
 
     // The local hot path: one task, back to back.
     let n = 1_000_000u32;
@@ -195,7 +203,7 @@ async fn bench() {
 
     // Steady closed state, strict mode (one script call per acquire and per outcome).
     let strict = nodes(&server, "steady-strict", Mode::Strict, &config).await;
-    let (calls, used, rate) = steady(&server, &strict, 2, Duration::from_secs(3)).await;
+    let (calls, used, rate) = steady(&server, &strict, 2, Duration::from_secs(3), 0).await;
     println!("closed, strict     : {calls} calls ({rate:.0}/s per node): {used}");
 
     // Open: rejections decided locally.

@@ -221,7 +221,7 @@ impl<C: Clock + Clone> Inner<C> {
     /// the view, or if `authoritative`. News of another incarnation (Redis lost the
     /// state) asks for an authoritative re-read, which decides what to restore.
     pub(crate) fn observe(&self, state: &StoredState, now_us: u64, authoritative: bool) -> bool {
-        let news = news_of(state, now_us);
+        let news = news_of(state, now_us, warm_at(&self.config));
         let now = self.clock.now();
         let mut lost = false;
         let accepted = self.view.update(|v| {
@@ -254,10 +254,13 @@ impl<C: Clock + Clone> Inner<C> {
         let Mode::LocalView(LocalView { batch_size, .. }) = self.mode else {
             return;
         };
+        // A failure may trip; while the view is warm, a success ends the streak that
+        // makes this node ask Redis: both are sent at once.
         let urgent = match item {
             BatchItem::Outcome(o) => {
                 o.verdict == Verdict::Failure
                     || self.config.is_slow(Nanos::from_duration(o.latency))
+                    || self.view().warm
             }
             BatchItem::Release(..) => false,
         };
@@ -289,16 +292,26 @@ fn micros_to_duration(us: u64) -> Duration {
     Duration::from_micros(us)
 }
 
-/// What a stored state says, as news for a view.
-pub(crate) fn news_of(state: &StoredState, now_us: u64) -> News {
+/// What a stored state says, as news for a view. `warm_at`: the failure streak from
+/// which the next failures may trip the breaker.
+pub(crate) fn news_of(state: &StoredState, now_us: u64, warm_at: u32) -> News {
     News {
         phase: state.phase,
         generation: state.generation,
         remaining_us: state.remaining_us(now_us),
-        streak: state.consecutive_failures,
+        warm: state.consecutive_failures >= warm_at,
         version: state.version,
         incarnation: state.incarnation,
     }
+}
+
+/// The failure streak from which a view is warm: half the consecutive-failure threshold
+/// (at least 1), or 2 without that rule (a healthy dependency with a small error rate
+/// rarely fails twice in a row; a dead one does at once).
+pub(crate) fn warm_at(config: &Config) -> u32 {
+    config
+        .consecutive_failures
+        .map_or(2, |threshold| (threshold / 2).max(1))
 }
 
 impl RedisBreaker<MonotonicClock> {

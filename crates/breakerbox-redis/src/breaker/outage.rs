@@ -82,7 +82,7 @@ impl<C: Clock + Clone> Inner<C> {
     pub(crate) fn restore_op(&self, stored: &Reply) -> Option<ManualOp> {
         let view = self.view();
         let now = self.clock.now();
-        if !view.is_lost_by(&news_of(&stored.state, stored.now_us)) || !view.holds_at(now) {
+        if !view.is_lost_by(&news_of(&stored.state, stored.now_us, 1)) || !view.holds_at(now) {
             return None;
         }
         let left = view.until.map(|u| u.saturating_sub(now).as_duration());

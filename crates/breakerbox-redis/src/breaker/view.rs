@@ -19,9 +19,9 @@ pub(crate) struct View {
     pub(crate) until: Option<Nanos>,
     /// Whether anything was heard yet.
     pub(crate) known: bool,
-    /// The last outcome Redis recorded in this closed phase was a failure (its streak is
-    /// not zero): the next failures may trip the breaker, so acquires ask Redis rather
-    /// than the view until a success ends the streak.
+    /// The closed phase's failure streak in Redis is long enough that the next failures
+    /// may trip the breaker: acquires ask Redis rather than the view (and successes are
+    /// sent at once) until a success ends the streak.
     pub(crate) warm: bool,
     /// The stored state's version (grows with every write within an incarnation).
     pub(crate) version: u64,
@@ -36,8 +36,8 @@ pub(crate) struct News {
     pub(crate) generation: u64,
     /// Time left of the phase or override, in microseconds (`None`: never).
     pub(crate) remaining_us: Option<u64>,
-    /// The closed phase's failure streak.
-    pub(crate) streak: u32,
+    /// The closed phase's failure streak is long enough to make the view warm.
+    pub(crate) warm: bool,
     pub(crate) version: u64,
     pub(crate) incarnation: u64,
 }
@@ -91,7 +91,7 @@ impl View {
                 .remaining_us
                 .map(|us| now.saturating_add(Nanos(us.saturating_mul(1_000)))),
             known: true,
-            warm: news.phase == Phase::Closed && news.streak > 0,
+            warm: news.phase == Phase::Closed && news.warm,
             version: news.version,
             incarnation: news.incarnation,
         })
@@ -246,7 +246,7 @@ mod tests {
             phase,
             generation: version,
             remaining_us: Some(10),
-            streak: 0,
+            warm: false,
             version,
             incarnation,
         }
