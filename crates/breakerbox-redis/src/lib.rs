@@ -10,7 +10,13 @@
 //! - One hash per breaker at `{prefix}{name}` (the name in a hash tag, so a breaker lives
 //!   on one Redis Cluster slot), expiring when abandoned.
 //! - Half-open probe slots are reserved in Redis: `max_probes` caps probes across the
-//!   fleet, and the half-open deadline reclaims the slots of crashed nodes.
+//!   fleet. Each slot is a lease with a token (default 2 s): a caller that timed out,
+//!   crashed or lost its outcome cannot keep it, and the half-open deadline still bounds
+//!   the phase.
+//! - Views order news by a version the scripts increment, never by Redis time, so a
+//!   clock that steps back or a forged channel message cannot freeze or move them; a
+//!   corrupt value is repaired inside the script that finds it, once (rules 14-18 of
+//!   `docs/RULES.md` in the repository).
 //! - [`RedisBreaker`] keeps a local view (pub/sub plus a periodic refresh): no Redis round
 //!   trip per call while closed (outcomes go in batches), none at all while open.
 //!   [`Mode::Strict`] asks Redis on every call.
