@@ -379,7 +379,12 @@ fn header_bytes<B>(request: &Request<B>) -> usize {
         .fold(line, |n, (k, v)| n + k.as_str().len() + v.len() + 4)
 }
 
+/// Removes the hop-by-hop headers (the fixed ones and those `Connection` lists). One scan
+/// over the names first: most messages carry none, and a removal hashes its name.
 fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    if !headers.keys().any(|name| HOP_BY_HOP.contains(name)) {
+        return;
+    }
     let listed: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
         .iter()
