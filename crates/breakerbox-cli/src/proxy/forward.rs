@@ -6,7 +6,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use breakerbox_http::TransportError;
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use bytes::Bytes;
+use http::header::{self, Entry, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
 use http_body::Body;
 use hyper::body::Incoming;
@@ -447,16 +448,27 @@ fn push_ip(out: &mut String, ip: IpAddr) {
 }
 
 fn forwarded_for(headers: &mut HeaderMap, peer: SocketAddr) {
+    // One lookup for reading and writing; the value is built in place and not copied.
     let mut value = String::with_capacity(48);
-    if let Some(prior) = headers.get(&X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
-        if !prior.is_empty() {
-            value.push_str(prior);
-            value.push_str(", ");
+    match headers.entry(&X_FORWARDED_FOR) {
+        Entry::Occupied(mut prior) => {
+            if let Ok(prior) = prior.get().to_str() {
+                if !prior.is_empty() {
+                    value.push_str(prior);
+                    value.push_str(", ");
+                }
+            }
+            push_ip(&mut value, peer.ip());
+            if let Ok(value) = HeaderValue::from_maybe_shared(Bytes::from(value)) {
+                prior.insert(value);
+            }
         }
-    }
-    push_ip(&mut value, peer.ip());
-    if let Ok(value) = HeaderValue::from_str(&value) {
-        headers.insert(X_FORWARDED_FOR.clone(), value);
+        Entry::Vacant(slot) => {
+            push_ip(&mut value, peer.ip());
+            if let Ok(value) = HeaderValue::from_maybe_shared(Bytes::from(value)) {
+                slot.insert(value);
+            }
+        }
     }
 }
 
@@ -479,6 +491,20 @@ mod tests {
             push_ip(&mut out, ip);
             assert_eq!(out, ip.to_string());
         }
+    }
+
+    #[test]
+    fn x_forwarded_for_gets_the_peer_appended() {
+        let peer: SocketAddr = "10.0.0.7:5000".parse().unwrap();
+        let mut h = HeaderMap::new();
+        forwarded_for(&mut h, peer);
+        assert_eq!(h[&X_FORWARDED_FOR], "10.0.0.7");
+        let mut h = HeaderMap::new();
+        h.append(&X_FORWARDED_FOR, HeaderValue::from_static("1.1.1.1"));
+        h.append(&X_FORWARDED_FOR, HeaderValue::from_static("2.2.2.2"));
+        forwarded_for(&mut h, peer);
+        assert_eq!(h.get_all(&X_FORWARDED_FOR).iter().count(), 1);
+        assert_eq!(h[&X_FORWARDED_FOR], "1.1.1.1, 10.0.0.7");
     }
 
     #[test]
