@@ -5,7 +5,8 @@
 //! `cargo bench -p breakerbox-cli --bench proxy_vs_nginx`). Needs `nginx`, `haproxy` and
 //! `wrk` on PATH (Debian: `apt-get install -y nginx haproxy wrk`). Environment:
 //! `BENCH_DURATION` (default 10s), `BENCH_CONNECTIONS` (32), `BENCH_THREADS` (2),
-//! `BENCH_ROUNDS` (1), `BREAKERBOX_BIN` (another build of the proxy to measure).
+//! `BENCH_ROUNDS` (1), `BREAKERBOX_BIN` (another build of the proxy to measure),
+//! `BREAKERBOX_BASELINE_BIN` (an older build measured beside it, as a `baseline` row).
 
 #![allow(clippy::disallowed_methods, missing_docs)]
 
@@ -104,7 +105,7 @@ impl Drop for Killed {
     }
 }
 
-fn start_proxy(dir: &Path, upstream: SocketAddr) -> (Killed, SocketAddr) {
+fn start_proxy(dir: &Path, upstream: SocketAddr, binary: &str) -> (Killed, SocketAddr) {
     let config = format!(
         "listen = \"127.0.0.1:0\"\n[admin]\nlisten = \"127.0.0.1:0\"\n\
          [[upstream]]\nname = \"bench\"\nroute = \"/\"\nurl = \"http://{upstream}\"\n\
@@ -113,9 +114,6 @@ fn start_proxy(dir: &Path, upstream: SocketAddr) -> (Killed, SocketAddr) {
     );
     let path = dir.join("proxy.toml");
     std::fs::write(&path, config).expect("write proxy config");
-    // BREAKERBOX_BIN runs another build (to compare two versions on one machine).
-    let binary =
-        std::env::var("BREAKERBOX_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_breakerbox").into());
     let mut child = Command::new(binary)
         .args(["proxy", "--config"])
         .arg(&path)
@@ -280,7 +278,14 @@ fn main() {
 
     let upstream = start_upstream();
     wait_listening(upstream);
-    let (_proxy, proxy_addr) = start_proxy(&dir, upstream);
+    // BREAKERBOX_BIN runs another build; BREAKERBOX_BASELINE_BIN adds an older one beside
+    // it (to compare two versions in one run, under the same load).
+    let binary =
+        std::env::var("BREAKERBOX_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_breakerbox").into());
+    let (_proxy, proxy_addr) = start_proxy(&dir, upstream, &binary);
+    let baseline = std::env::var("BREAKERBOX_BASELINE_BIN")
+        .ok()
+        .map(|bin| start_proxy(&dir, upstream, &bin));
     let (_nginx, nginx_addr) = start_nginx(&dir, upstream);
     let (_haproxy, haproxy_addr) = start_haproxy(&dir, upstream);
     wait_listening(proxy_addr);
@@ -291,23 +296,26 @@ fn main() {
         env_or("BENCH_CONNECTIONS", "32"),
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
-    let targets = [
+    let mut targets = vec![
         ("direct", upstream),
         ("nginx", nginx_addr),
         ("haproxy", haproxy_addr),
         ("breakerbox", proxy_addr),
     ];
-    for (_, addr) in targets {
+    if let Some((_, addr)) = &baseline {
+        targets.push(("baseline", *addr));
+    }
+    for &(_, addr) in &targets {
         let _ = wrk(addr, "2s"); // warm up pools and caches
     }
     println!(
         "{:<12} {:>12} {:>10} {:>10}  {:<14} notes",
         "target", "req/s", "p50 ms", "p99 ms", "load (1/5/15)"
     );
-    let mut totals = [0.0f64; 4];
-    let mut worst_p99 = [0.0f64; 4];
+    let mut totals = [0.0f64; 5];
+    let mut worst_p99 = [0.0f64; 5];
     for _ in 0..rounds {
-        for (i, (name, addr)) in targets.into_iter().enumerate() {
+        for (i, &(name, addr)) in targets.iter().enumerate() {
             let load = loadavg();
             let run = wrk(addr, &duration);
             totals[i] += run.rps;
@@ -324,6 +332,15 @@ fn main() {
         "breakerbox / best of nginx and haproxy throughput: {ratio:.2} (target >= 0.95) {}",
         if ratio >= 0.95 { "OK" } else { "BELOW TARGET" }
     );
+    if baseline.is_some() {
+        println!(
+            "baseline / best of nginx and haproxy throughput: {:.2}; breakerbox / baseline: {:.2}; \
+             baseline worst p99 {:.3} ms",
+            totals[4] / best,
+            totals[3] / totals[4],
+            worst_p99[4]
+        );
+    }
     let best_p99 = worst_p99[1].min(worst_p99[2]);
     println!(
         "worst p99 over the rounds: breakerbox {:.3} ms, nginx {:.3} ms, haproxy {:.3} ms {}",

@@ -127,7 +127,9 @@ where
                 let in_flight = active.clone();
                 let service = service_fn(move |request| {
                     let tracked = Active::new(&in_flight);
-                    let response = call(handler.clone(), request, peer);
+                    // Boxed once here: hyper moves the service's future several times
+                    // per request, and the handler's state machine is kilobytes large.
+                    let response = Box::pin(call(handler.clone(), request, peer));
                     async move {
                         let response = response.await?;
                         Ok::<_, Hangup>(response.map(|inner| Tracked { inner, _active: tracked }))
