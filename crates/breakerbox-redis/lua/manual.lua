@@ -1,6 +1,6 @@
 -- manual: operator control (model: ForceOpen / Disable / Reset), plus what a node pushes
 -- when Redis comes back after an outage.
--- ARGV[6] = force_open | disable | reset | trip | restore_open | repair,
+-- ARGV[6] = force_open | disable | reset | trip | restore_open,
 -- ARGV[7] = duration in us or "" (none: until reset); for trip: the reason the local
 -- breaker tripped; for restore_open: the time left of the open phase, in us.
 -- `trip` pushes an open phase tripped elsewhere (a node's fallback breaker during an
@@ -8,19 +8,9 @@
 -- `restore_open` gives back an open phase Redis lost (restarted empty, or failed over to
 -- a replica behind): a Closed breaker opens for the time left; any other phase wins.
 -- Manual operations do not apply what is due first (as in the model).
--- `repair` replaces whatever is under the key by a fresh closed state whose generation is
--- `now` (so permits issued before the corruption are stale).
+-- A corrupt value is repaired by `load_or_repair` (common.lua), as in every script.
 local now = now_us()
 local op = ARGV[6]
-if op == 'repair' then
-  redis.call('DEL', KEY)
-  local S = fresh()
-  S.gen = now
-  S.since = now
-  transition(S, CLOSED, 'reset')
-  save(S, now)
-  return answer(S, now, { 'done', 0, 0, 0 })
-end
 local S, repaired = load_or_repair(now)
 if not S then return repaired end
 if op == 'trip' or op == 'restore_open' then

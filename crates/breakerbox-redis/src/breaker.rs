@@ -511,7 +511,7 @@ impl<C: Clock + Clone> RedisBreaker<C> {
                 inner.local.reset();
                 inner.set_view(|v| v.with_phase(Phase::Closed, None));
             }
-            ManualOp::Trip(_) | ManualOp::RestoreOpen(_) | ManualOp::Repair => {}
+            ManualOp::Trip(_) | ManualOp::RestoreOpen(_) => {}
         }
         if inner.is_down() {
             if let Ok(mut pending) = inner.pending_manual.lock() {

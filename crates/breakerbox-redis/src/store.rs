@@ -162,8 +162,6 @@ pub enum ManualOp {
     /// that was behind) with the time it had left: a closed breaker opens for that long
     /// (reason `restored`); any other phase is left alone.
     RestoreOpen(Duration),
-    /// Replace whatever is under the key by a fresh closed state.
-    Repair,
 }
 
 impl ManualOp {
@@ -175,7 +173,6 @@ impl ManualOp {
             ManualOp::Reset => "reset",
             ManualOp::Trip(_) => "trip",
             ManualOp::RestoreOpen(_) => "restore_open",
-            ManualOp::Repair => "repair",
         }
     }
 
@@ -484,7 +481,7 @@ impl RedisStore {
         self.run(ScriptKind::Release, now_us, r, rest).await
     }
 
-    /// `manual.lua`: force open, disable, reset, trip or repair.
+    /// `manual.lua`: force open, disable, reset, trip or restore an open phase.
     pub async fn manual(
         &self,
         op: ManualOp,
@@ -499,7 +496,6 @@ impl RedisStore {
             ManualOp::Reset => vec!["reset".to_string(), String::new()],
             ManualOp::Trip(reason) => vec!["trip".to_string(), reason.to_string()],
             ManualOp::RestoreOpen(left) => vec!["restore_open".to_string(), dur(Some(left))],
-            ManualOp::Repair => vec!["repair".to_string(), String::new()],
         };
         self.run(ScriptKind::Manual, now_us, r, rest).await
     }

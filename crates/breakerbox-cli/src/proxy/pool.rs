@@ -125,14 +125,7 @@ impl Pool {
         };
         let replay = replayable(&request).then(|| copy_head(&request));
         match sender.try_send_request(request).await {
-            Ok(response) => Ok((
-                response,
-                Lent {
-                    pool: self.clone(),
-                    slot,
-                    sender,
-                },
-            )),
+            Ok(response) => Ok((response, self.lend(slot, sender))),
             Err(mut failed) => {
                 let retry = failed.take_message().or_else(|| {
                     let error = failed.error();
@@ -149,6 +142,15 @@ impl Pool {
                     None => Err(SendError::Race(failed.into_error())),
                 }
             }
+        }
+    }
+
+    /// `sender` on loan to one exchange; it comes back to `slot` when the exchange ends.
+    fn lend(self: &Arc<Self>, slot: usize, sender: SendRequest<ProxyBody>) -> Lent {
+        Lent {
+            pool: self.clone(),
+            slot,
+            sender,
         }
     }
 
@@ -169,14 +171,7 @@ impl Pool {
         request: Request<ProxyBody>,
     ) -> Result<(Response<Incoming>, Lent), SendError> {
         match sender.send_request(request).await {
-            Ok(response) => Ok((
-                response,
-                Lent {
-                    pool: self.clone(),
-                    slot,
-                    sender,
-                },
-            )),
+            Ok(response) => Ok((response, self.lend(slot, sender))),
             Err(e) => Err(SendError::Http(e)),
         }
     }

@@ -90,17 +90,22 @@ impl<C: Clock + Clone> Inner<C> {
     /// One authoritative read: repairs a corrupt value, gives back what Redis lost, adopts
     /// Redis's state.
     pub(crate) async fn refresh(&self) {
-        let result = match self.store.refresh(self.now_arg()).await {
-            Ok(answer) => {
-                Stats::add(&self.stats.redis_calls, 1);
-                self.report_repair(answer.repaired);
-                self.adopt(answer.reply).await
-            }
+        let result = match self.read_authoritative().await {
+            Ok(read) => self.adopt(read).await,
             Err(error) => Err(error),
         };
         if let Err(error) = result {
             self.enter_outage(&error);
         }
+    }
+
+    /// Reads the stored state for this node's own use (a corrupt value is repaired and
+    /// reported).
+    async fn read_authoritative(&self) -> Result<crate::wire::Reply, crate::store::StoreError> {
+        let answer = self.store.refresh(self.now_arg()).await?;
+        Stats::add(&self.stats.redis_calls, 1);
+        self.report_repair(answer.repaired);
+        Ok(answer.reply)
     }
 
     fn report_repair(&self, repaired: Option<String>) {
@@ -134,12 +139,8 @@ impl<C: Clock + Clone> Inner<C> {
 
     /// One health check during an outage; `true` when the episode is over.
     async fn health_check(&self) -> bool {
-        match self.store.refresh(self.now_arg()).await {
-            Ok(answer) => {
-                Stats::add(&self.stats.redis_calls, 1);
-                self.report_repair(answer.repaired);
-                self.resync(answer.reply).await.is_ok()
-            }
+        match self.read_authoritative().await {
+            Ok(read) => self.resync(read).await.is_ok(),
             Err(_) => false,
         }
     }
