@@ -20,7 +20,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use breakerbox::{CircuitBreaker, Config, Event, EventKind};
 use breakerbox_http::{parse_duration, HttpJudge, HumanDuration};
-use breakerbox_redis::{RedisBreaker, RedisEvent};
+use breakerbox_redis::RedisBreaker;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use tokio::task::JoinSet;
@@ -188,8 +188,8 @@ async fn redis_group(
             .prefix(args.prefix.clone())
             .ttl(Duration::from_secs(300))
             .timeout(Duration::from_millis(500))
-            .listener(move |_: &str, event: &RedisEvent| {
-                if let RedisEvent::Transition(t) = event {
+            .listener(move |event: &breakerbox::Event<'_>| {
+                if let breakerbox::EventKind::Transition(t) = &event.kind {
                     log.lock()
                         .unwrap_or_else(PoisonError::into_inner)
                         .push(change_from(node, t));

@@ -213,7 +213,7 @@ async fn bench() {
     local[0].flush().await;
     for node in &local {
         let deadline = Instant::now() + Duration::from_secs(5);
-        while node.local_phase() != Phase::Open && Instant::now() < deadline {
+        while node.phase() != Phase::Open && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
     }
@@ -244,7 +244,7 @@ async fn bench() {
         prop[0].reset().await.unwrap();
         for node in &prop {
             let deadline = Instant::now() + Duration::from_secs(5);
-            while node.local_phase() != Phase::Closed && Instant::now() < deadline {
+            while node.phase() != Phase::Closed && Instant::now() < deadline {
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
         }
@@ -261,7 +261,7 @@ async fn bench() {
                 let node = node.clone();
                 std::thread::spawn(move || {
                     let deadline = t0 + Duration::from_secs(5);
-                    while node.local_phase() != Phase::Open && Instant::now() < deadline {
+                    while node.phase() != Phase::Open && Instant::now() < deadline {
                         std::thread::sleep(Duration::from_micros(50));
                     }
                     t0.elapsed()

@@ -47,7 +47,7 @@ async fn dependency(healthy: bool) -> Result<&'static str, &'static str> {
 async fn wait_for(b: &RedisBreaker, phase: Phase, limit: Duration) -> Option<Duration> {
     let clock = MonotonicClock;
     let start = clock.now();
-    while b.local_phase() != phase {
+    while b.phase() != phase {
         if clock.now().saturating_sub(start).as_duration() > limit {
             return None;
         }
@@ -64,7 +64,7 @@ async fn node_a(url: &str, name: &str) -> Result<(), Error> {
         println!("a: call -> {result:?}");
     }
     b.flush().await;
-    println!("a: three failures; shared phase is now {}", b.local_phase());
+    println!("a: three failures; shared phase is now {}", b.phase());
     tokio::time::sleep(Duration::from_millis(2_100)).await;
     for _ in 0..2 {
         match b.acquire().await {
@@ -77,7 +77,7 @@ async fn node_a(url: &str, name: &str) -> Result<(), Error> {
             Err(open) => println!("a: rejected ({open})"),
         }
     }
-    println!("a: shared phase is now {}", b.local_phase());
+    println!("a: shared phase is now {}", b.phase());
     Ok(())
 }
 
@@ -95,7 +95,7 @@ async fn node_b(url: &str, name: &str) -> Result<(), Error> {
     }
     match wait_for(&b, Phase::Closed, Duration::from_secs(10)).await {
         Some(_) => println!("b: the shared breaker closed again; calls flow"),
-        None => println!("b: still {} after 10 s", b.local_phase()),
+        None => println!("b: still {} after 10 s", b.phase()),
     }
     println!("b: call -> {:?}", b.call(dependency(true)).await);
     Ok(())

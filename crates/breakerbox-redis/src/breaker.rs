@@ -2,26 +2,28 @@
 
 mod background;
 mod builder;
+mod contract;
 mod outage;
 mod permit;
 mod view;
 
 pub use builder::{BuildError, RedisBreakerBuilder};
-pub use permit::RedisPermit;
+pub use permit::{Recorded, RedisPermit};
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use breakerbox::contract::LocalAdmission;
 use breakerbox::model::{PermitKind, WindowCounts};
 use breakerbox::{
-    CallError, CircuitBreaker, CircuitOpen, Clock, Config, DefaultJudge, JitterSource, Judge,
-    MonotonicClock, Nanos, Phase, Snapshot, Verdict,
+    CallError, CircuitBreaker, CircuitOpen, Clock, Config, DefaultJudge, Event, EventKind,
+    JitterSource, Judge, Listener, MonotonicClock, Nanos, Phase, Snapshot, Verdict,
 };
 use tokio::sync::Notify;
 
-use crate::events::{RedisEvent, RedisListener, Stats, StatsSnapshot};
+use crate::events::{Stats, StatsSnapshot};
 use crate::options::{Backoff, Fallback, LocalView, Mode};
 use crate::store::{Answer, BatchItem, ManualOp, RedisStore, StoreError};
 use crate::wire::{Reply, ReplyDecision, StoredState};
@@ -100,7 +102,7 @@ pub(crate) struct Inner<C: Clock + Clone> {
     /// Woken when no failure is pending any more.
     pub(crate) settled: Notify,
     pub(crate) wake: Arc<Notify>,
-    pub(crate) listeners: Vec<Arc<dyn RedisListener>>,
+    pub(crate) listeners: Vec<Arc<dyn Listener>>,
     pub(crate) stats: Stats,
     /// Local time of the last news from Redis (a script reply or a message).
     pub(crate) last_news: AtomicU64,
@@ -114,10 +116,8 @@ impl<C: Clock + Clone> Drop for Inner<C> {
 }
 
 impl<C: Clock + Clone> Inner<C> {
-    pub(crate) fn emit(&self, event: RedisEvent) {
-        for listener in &self.listeners {
-            listener.on_event(&self.name, &event);
-        }
+    pub(crate) fn emit(&self, kind: EventKind) {
+        breakerbox::emit_event(&self.listeners, &Event::new(&self.name, kind));
     }
 
     /// The explicit script time, when the breaker's clock drives Redis time (tests).
@@ -204,7 +204,7 @@ impl<C: Clock + Clone> Inner<C> {
         Stats::add(&self.stats.redis_calls, 1);
         if let Some(reason) = answer.repaired {
             Stats::add(&self.stats.repairs, 1);
-            self.emit(RedisEvent::CorruptRepaired { reason });
+            self.emit(EventKind::CorruptStateRepaired { reason });
         }
         let reply = answer.reply;
         if let Some(r) = r {
@@ -212,7 +212,7 @@ impl<C: Clock + Clone> Inner<C> {
         }
         self.observe(&reply.state, reply.now_us, authoritative);
         for t in &reply.transitions {
-            self.emit(RedisEvent::Transition(*t));
+            self.emit(EventKind::Transition(*t));
         }
         reply
     }
@@ -239,12 +239,12 @@ impl<C: Clock + Clone> Inner<C> {
 
     pub(crate) fn stale(&self, generation: u64) {
         Stats::add(&self.stats.stale, 1);
-        self.emit(RedisEvent::StaleResult { generation });
+        self.emit(EventKind::StaleResult { generation });
     }
 
     pub(crate) fn reject(&self, open: CircuitOpen) -> CircuitOpen {
         if !self.listeners.is_empty() {
-            self.emit(RedisEvent::Rejected(open));
+            self.emit(EventKind::Rejected(open));
         }
         open
     }
@@ -349,14 +349,67 @@ impl<C: Clock + Clone> RedisBreaker<C> {
         self.inner.is_down()
     }
 
-    /// The phase as this node sees it (its local view; no Redis call).
-    pub fn local_phase(&self) -> Phase {
-        self.inner.view().phase
+    /// The phase as this node sees it (its local view, or the fallback's during an
+    /// outage; no Redis call).
+    pub fn phase(&self) -> Phase {
+        let inner = &self.inner;
+        if inner.is_down() && inner.fallback == Fallback::LocalBreaker {
+            let view = inner.view();
+            if !(view.known && view.holds_at(inner.clock.now())) {
+                return inner.local.phase();
+            }
+        }
+        inner.view().phase
     }
 
     /// The generation as this node sees it.
     pub fn local_generation(&self) -> u64 {
         self.inner.view().generation
+    }
+
+    /// Whether an acquire now would be rejected as far as this node knows, without a
+    /// Redis call, a permit or an event: `Err` while the view (or, during an outage, the
+    /// fallback) is open with time left. A half-open breaker answers `Ok`: only Redis
+    /// knows whether a probe slot is free.
+    pub fn check(&self) -> Result<(), CircuitOpen> {
+        let inner = &self.inner;
+        let view = inner.view();
+        let now = inner.clock.now();
+        if view.known && view.holds_at(now) && matches!(view.phase, Phase::Open | Phase::ForcedOpen)
+        {
+            let retry = view.until.map(|u| u.saturating_sub(now).as_duration());
+            return Err(CircuitOpen::new(view.phase, retry));
+        }
+        if !inner.is_down() {
+            return Ok(());
+        }
+        match inner.fallback {
+            Fallback::FailOpen => Ok(()),
+            Fallback::FailClosed => Err(CircuitOpen::new(Phase::Open, None)),
+            Fallback::LocalBreaker => inner.local.check(),
+        }
+    }
+
+    /// Asks to make one call without waiting: an answer from the local view (closed,
+    /// open, disabled) or the fallback during an outage; `Remote` when only Redis can
+    /// answer (a half-open probe, strict mode, a failure on its way to Redis): then
+    /// [`RedisBreaker::acquire`].
+    #[inline]
+    pub fn try_acquire_local(&self) -> LocalAdmission<RedisPermit<C>> {
+        let inner = &self.inner;
+        let answer = if inner.is_down() {
+            Some(self.fallback_acquire())
+        } else if matches!(inner.mode, Mode::LocalView(_)) && !inner.suspect.load(Ordering::Acquire)
+        {
+            self.decide_from_view()
+        } else {
+            None
+        };
+        match answer {
+            Some(Ok(permit)) => LocalAdmission::Admitted(permit),
+            Some(Err(open)) => LocalAdmission::Rejected(open),
+            None => LocalAdmission::Remote,
+        }
     }
 
     /// Asks to make one call. Never waits longer than the Redis timeout.
@@ -371,38 +424,63 @@ impl<C: Clock + Clone> RedisBreaker<C> {
             if inner.suspect.load(Ordering::Acquire) {
                 inner.settle().await;
             }
-            let view = inner.view();
-            let now = inner.clock.now();
-            if view.known {
-                match view.phase {
-                    Phase::Closed if !view.warm => {
-                        Stats::add(&inner.stats.local_admits, 1);
-                        return Ok(self.permit(
-                            view.generation,
-                            PermitKind::Normal,
-                            0,
-                            Route::Batched,
-                        ));
-                    }
-                    Phase::Disabled if view.holds_at(now) => {
-                        Stats::add(&inner.stats.local_admits, 1);
-                        return Ok(self.permit(
-                            view.generation,
-                            PermitKind::Passthrough,
-                            0,
-                            Route::Free,
-                        ));
-                    }
-                    Phase::Open | Phase::ForcedOpen if view.holds_at(now) => {
-                        Stats::add(&inner.stats.local_rejects, 1);
-                        let retry = view.until.map(|u| u.saturating_sub(now).as_duration());
-                        return Err(inner.reject(CircuitOpen::new(view.phase, retry)));
-                    }
-                    _ => {}
-                }
+            if let Some(answer) = self.decide_from_view() {
+                return answer;
             }
         }
         self.remote_acquire().await
+    }
+
+    /// What the local view answers on its own (local-view mode): admit while closed and
+    /// not warm or disabled, reject while open; `None` when Redis must decide.
+    #[inline]
+    fn decide_from_view(&self) -> Option<Result<RedisPermit<C>, CircuitOpen>> {
+        let inner = &self.inner;
+        let view = inner.view();
+        if !view.known {
+            return None;
+        }
+        match view.phase {
+            Phase::Closed if !view.warm => {
+                Stats::add(&inner.stats.local_admits, 1);
+                Some(Ok(self.permit(
+                    view.generation,
+                    PermitKind::Normal,
+                    0,
+                    Route::Batched,
+                )))
+            }
+            Phase::Disabled if view.holds_at(inner.clock.now()) => {
+                Stats::add(&inner.stats.local_admits, 1);
+                Some(Ok(self.permit(
+                    view.generation,
+                    PermitKind::Passthrough,
+                    0,
+                    Route::Free,
+                )))
+            }
+            Phase::Open | Phase::ForcedOpen => {
+                let now = inner.clock.now();
+                if !view.holds_at(now) {
+                    return None;
+                }
+                Stats::add(&inner.stats.local_rejects, 1);
+                let retry = view.until.map(|u| u.saturating_sub(now).as_duration());
+                Some(Err(inner.reject(CircuitOpen::new(view.phase, retry))))
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether a registry may forget this breaker: no other handle or permit, nothing
+    /// queued for Redis, and closed as far as this node knows.
+    pub fn is_idle(&self) -> bool {
+        let inner = &self.inner;
+        let view = inner.view();
+        Arc::strong_count(&self.inner) == 1
+            && (!view.known || view.phase == Phase::Closed)
+            && !inner.suspect.load(Ordering::Acquire)
+            && inner.batch.lock().is_ok_and(|b| b.is_empty())
     }
 
     async fn remote_acquire(&self) -> Result<RedisPermit<C>, CircuitOpen> {
@@ -535,17 +613,29 @@ impl<C: Clock + Clone> RedisBreaker<C> {
         }
     }
 
-    /// Opens the breaker for every node until [`RedisBreaker::reset`] (or for `duration`,
-    /// after which it probes). If Redis cannot be reached, this node keeps the override
-    /// and pushes it when Redis is back; the error says so.
-    pub async fn force_open(&self, duration: Option<Duration>) -> Result<(), StoreError> {
-        self.manual(ManualOp::ForceOpen(duration)).await
+    /// Opens the breaker for every node until [`RedisBreaker::reset`]. If Redis cannot be
+    /// reached, this node keeps the override and pushes it when Redis is back; the error
+    /// says so.
+    pub async fn force_open(&self) -> Result<(), StoreError> {
+        self.manual(ManualOp::ForceOpen(None)).await
     }
 
-    /// Admits every call and records nothing, on every node, until reset (or for
-    /// `duration`). Kept locally through an outage, like [`RedisBreaker::force_open`].
-    pub async fn disable(&self, duration: Option<Duration>) -> Result<(), StoreError> {
-        self.manual(ManualOp::Disable(duration)).await
+    /// Opens the breaker for every node for `duration`, after which it probes. Kept
+    /// locally through an outage, like [`RedisBreaker::force_open`].
+    pub async fn force_open_for(&self, duration: Duration) -> Result<(), StoreError> {
+        self.manual(ManualOp::ForceOpen(Some(duration))).await
+    }
+
+    /// Admits every call and records nothing, on every node, until reset. Kept locally
+    /// through an outage, like [`RedisBreaker::force_open`].
+    pub async fn disable(&self) -> Result<(), StoreError> {
+        self.manual(ManualOp::Disable(None)).await
+    }
+
+    /// Admits every call and records nothing, on every node, for `duration`; then it
+    /// closes afresh.
+    pub async fn disable_for(&self, duration: Duration) -> Result<(), StoreError> {
+        self.manual(ManualOp::Disable(Some(duration))).await
     }
 
     /// Back to a fresh closed phase on every node (and locally, at once).

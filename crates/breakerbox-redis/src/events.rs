@@ -1,59 +1,7 @@
-//! What a [`RedisBreaker`](crate::RedisBreaker) reports: the core's events plus the
-//! Redis-specific ones (outages, resynchronisation, repairs), and its counters.
+//! The counters of a [`RedisBreaker`](crate::RedisBreaker), for metrics. (Its events go
+//! to the core's [`breakerbox::Listener`], outages and repairs included.)
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
-
-use breakerbox::model::Transition;
-use breakerbox::CircuitOpen;
-
-/// Something a Redis-backed breaker did or saw.
-#[derive(Clone, Debug, PartialEq)]
-#[non_exhaustive]
-pub enum RedisEvent {
-    /// A phase change made by one of this node's script calls.
-    Transition(Transition),
-    /// A call was rejected.
-    Rejected(CircuitOpen),
-    /// A result from an older generation changed nothing.
-    StaleResult {
-        /// The permit's generation.
-        generation: u64,
-    },
-    /// Redis stopped answering: the fallback policy is in charge until it is back.
-    /// Reported once per outage episode.
-    OutageStarted {
-        /// The first error of the episode.
-        error: String,
-    },
-    /// Redis answers again and the state was resynchronised.
-    OutageEnded {
-        /// How long the node ran on its fallback.
-        lasted: Duration,
-        /// What the node pushed to Redis while resynchronising (e.g. `"trip"`,
-        /// `"force_open"`), if anything.
-        pushed: Option<&'static str>,
-    },
-    /// A corrupt or foreign value under the breaker's key was replaced by a fresh closed
-    /// state.
-    CorruptRepaired {
-        /// What was wrong.
-        reason: String,
-    },
-}
-
-/// Receives a Redis breaker's events (called on the task that caused them, outside any
-/// lock).
-pub trait RedisListener: Send + Sync + 'static {
-    /// Called for every event.
-    fn on_event(&self, breaker: &str, event: &RedisEvent);
-}
-
-impl<F: Fn(&str, &RedisEvent) + Send + Sync + 'static> RedisListener for F {
-    fn on_event(&self, breaker: &str, event: &RedisEvent) {
-        self(breaker, event)
-    }
-}
 
 /// Counters of one Redis breaker, for metrics.
 #[derive(Debug, Default)]

@@ -54,8 +54,8 @@ mod scripts;
 mod store;
 mod wire;
 
-pub use breaker::{BuildError, RedisBreaker, RedisBreakerBuilder, RedisPermit};
-pub use events::{RedisEvent, RedisListener, Stats, StatsSnapshot};
+pub use breaker::{BuildError, Recorded, RedisBreaker, RedisBreakerBuilder, RedisPermit};
+pub use events::{Stats, StatsSnapshot};
 pub use options::{Backoff, Fallback, LocalView, Mode};
 pub use scripts::ScriptKind;
 pub use store::{

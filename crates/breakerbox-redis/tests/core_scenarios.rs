@@ -14,8 +14,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use breakerbox::model::{PermitKind, TransitionReason};
-use breakerbox::{CallError, Config, ConfigBuilder, FnJudge, ManualClock, Phase, Verdict};
-use breakerbox_redis::{Mode, RedisBreaker, RedisEvent};
+use breakerbox::{
+    CallError, Config, ConfigBuilder, Event, EventKind, FnJudge, ManualClock, Phase, Verdict,
+};
+use breakerbox_redis::{Mode, RedisBreaker};
 use redis_server::RedisServer;
 
 type Breaker = RedisBreaker<ManualClock>;
@@ -23,7 +25,7 @@ type Breaker = RedisBreaker<ManualClock>;
 struct Fixture {
     _server: RedisServer,
     clock: ManualClock,
-    events: Arc<Mutex<Vec<RedisEvent>>>,
+    events: Arc<Mutex<Vec<EventKind>>>,
 }
 
 async fn build(config: ConfigBuilder) -> (Fixture, Breaker) {
@@ -48,7 +50,7 @@ async fn build_with(
         .script_time_from_clock()
         // The model's scenarios: probe leases (a Redis rule of their own) never run out.
         .probe_lease(Duration::from_secs(24 * 3600))
-        .listener(move |_: &str, e: &RedisEvent| log.lock().unwrap().push(e.clone()));
+        .listener(move |e: &Event<'_>| log.lock().unwrap().push(e.kind.clone()));
     let breaker = tweak(builder).build().await.unwrap();
     (
         Fixture {
@@ -100,7 +102,7 @@ async fn concurrent_failures_trip_exactly_once_at_the_streak() {
         .lock()
         .unwrap()
         .iter()
-        .filter(|e| matches!(e, RedisEvent::Transition(t) if t.to == Phase::Open))
+        .filter(|e| matches!(e, EventKind::Transition(t) if t.to == Phase::Open))
         .count();
     assert_eq!(trips, 1);
     assert_eq!(b.snapshot().await.unwrap().trips, 1);
@@ -129,7 +131,7 @@ async fn a_probe_result_after_the_deadline_reopens_even_if_no_acquire_noticed() 
     assert_eq!(snap.generation, generation + 1);
     assert!(f.events.lock().unwrap().iter().any(|e| matches!(
         e,
-        RedisEvent::Transition(t) if t.reason == TransitionReason::HalfOpenTimedOut
+        EventKind::Transition(t) if t.reason == TransitionReason::HalfOpenTimedOut
     )));
 }
 
@@ -172,9 +174,9 @@ async fn jitter_only_shortens_with_injected_randomness() {
 #[tokio::test]
 async fn force_open_starts_a_new_generation_only_when_the_phase_changes() {
     let (_f, b) = build(one_failure_trips()).await;
-    b.force_open(None).await.unwrap();
+    b.force_open().await.unwrap();
     let generation = b.snapshot().await.unwrap().generation;
-    b.force_open(Some(Duration::from_secs(5))).await.unwrap();
+    b.force_open_for(Duration::from_secs(5)).await.unwrap();
     let snap = b.snapshot().await.unwrap();
     assert_eq!(
         (snap.phase, snap.generation),
@@ -186,7 +188,7 @@ async fn force_open_starts_a_new_generation_only_when_the_phase_changes() {
 #[tokio::test]
 async fn disable_with_expiry_closes_on_any_operation_after_it() {
     let (f, b) = build(one_failure_trips()).await;
-    b.disable(Some(Duration::from_secs(5))).await.unwrap();
+    b.disable_for(Duration::from_secs(5)).await.unwrap();
     let permit = b.acquire().await.unwrap();
     assert_eq!(permit.kind(), PermitKind::Passthrough);
     f.clock.advance(Duration::from_secs(5));
@@ -223,8 +225,8 @@ async fn every_transition_is_announced_once_with_its_reason() {
     record(&b, Verdict::Failure, 1).await;
     f.clock.advance(Duration::from_secs(10));
     record(&b, Verdict::Success, 1).await;
-    b.force_open(None).await.unwrap();
-    b.disable(None).await.unwrap();
+    b.force_open().await.unwrap();
+    b.disable().await.unwrap();
     b.reset().await.unwrap();
     let seen: Vec<(Phase, Phase, &str)> = f
         .events
@@ -232,7 +234,7 @@ async fn every_transition_is_announced_once_with_its_reason() {
         .unwrap()
         .iter()
         .filter_map(|e| match e {
-            RedisEvent::Transition(t) => Some((t.from, t.to, t.reason.as_str())),
+            EventKind::Transition(t) => Some((t.from, t.to, t.reason.as_str())),
             _ => None,
         })
         .collect();

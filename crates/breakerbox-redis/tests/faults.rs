@@ -12,15 +12,15 @@ mod redis_server;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use breakerbox::{Config, Phase};
-use breakerbox_redis::{Backoff, Fallback, LocalView, Mode, RedisBreaker, RedisEvent};
+use breakerbox::{Config, Event, EventKind, Phase};
+use breakerbox_redis::{Backoff, Fallback, LocalView, Mode, RedisBreaker};
 use redis_server::RedisServer;
 
 const TIMEOUT: Duration = Duration::from_millis(100);
 /// How much longer than the Redis timeout a call may take on a busy 2-core machine.
 const MARGIN: Duration = Duration::from_millis(250);
 
-type Events = Arc<Mutex<Vec<RedisEvent>>>;
+type Events = Arc<Mutex<Vec<EventKind>>>;
 
 async fn node(
     server: &RedisServer,
@@ -44,7 +44,7 @@ async fn node(
             min: Duration::from_millis(20),
             max: Duration::from_millis(200),
         })
-        .listener(move |_: &str, e: &RedisEvent| log.lock().unwrap().push(e.clone()))
+        .listener(move |e: &Event<'_>| log.lock().unwrap().push(e.kind.clone()))
         .build()
         .await
         .unwrap();
@@ -60,7 +60,7 @@ fn local_view() -> Mode {
     })
 }
 
-fn count(events: &Events, f: impl Fn(&RedisEvent) -> bool) -> usize {
+fn count(events: &Events, f: impl Fn(&EventKind) -> bool) -> usize {
     events.lock().unwrap().iter().filter(|e| f(e)).count()
 }
 
@@ -109,7 +109,7 @@ async fn killing_redis_engages_the_local_breaker_and_its_trip_is_pushed_back() {
     }
     wait_for("the outage", || b.is_degraded()).await;
     assert_eq!(
-        count(&events, |e| matches!(e, RedisEvent::OutageStarted { .. })),
+        count(&events, |e| matches!(e, EventKind::OutageStarted { .. })),
         1
     );
     // The fallback breaker protects the dependency on its own.
@@ -127,7 +127,7 @@ async fn killing_redis_engages_the_local_breaker_and_its_trip_is_pushed_back() {
         .unwrap()
         .iter()
         .filter_map(|e| match e {
-            RedisEvent::OutageEnded { pushed, .. } => Some(*pushed),
+            EventKind::OutageEnded { pushed, .. } => Some(*pushed),
             _ => None,
         })
         .collect();
@@ -135,7 +135,7 @@ async fn killing_redis_engages_the_local_breaker_and_its_trip_is_pushed_back() {
     assert_eq!(b.snapshot().await.unwrap().phase, Phase::Open);
     assert_eq!(b.acquire().await.unwrap_err().phase(), Phase::Open);
     assert_eq!(
-        count(&events, |e| matches!(e, RedisEvent::OutageStarted { .. })),
+        count(&events, |e| matches!(e, EventKind::OutageStarted { .. })),
         1
     );
 }
@@ -154,11 +154,11 @@ async fn a_paused_redis_is_an_outage_bounded_by_the_timeout() {
     server.resume();
     wait_for("the resync", || !b.is_degraded()).await;
     assert_eq!(
-        count(&events, |e| matches!(e, RedisEvent::OutageStarted { .. })),
+        count(&events, |e| matches!(e, EventKind::OutageStarted { .. })),
         1
     );
     assert_eq!(
-        count(&events, |e| matches!(e, RedisEvent::OutageEnded { .. })),
+        count(&events, |e| matches!(e, EventKind::OutageEnded { .. })),
         1
     );
     let permit = b.acquire().await.unwrap();
@@ -185,11 +185,8 @@ async fn an_override_is_kept_through_an_outage_and_pushed_back() {
     let mut server = RedisServer::start();
     let (a, _) = node(&server, "override", local_view(), Fallback::FailOpen).await;
     let (b, _) = node(&server, "override", local_view(), Fallback::FailOpen).await;
-    a.force_open(None).await.unwrap();
-    wait_for("b to see the override", || {
-        b.local_phase() == Phase::ForcedOpen
-    })
-    .await;
+    a.force_open().await.unwrap();
+    wait_for("b to see the override", || b.phase() == Phase::ForcedOpen).await;
     server.kill();
     wait_for("the outage", || {
         // Nodes notice on their next Redis call (a refresh).
@@ -209,7 +206,7 @@ async fn an_override_is_kept_through_an_outage_and_pushed_back() {
 async fn a_reset_made_during_an_outage_is_pushed_when_redis_is_back() {
     let server = RedisServer::start();
     let (a, _) = node(&server, "reset-late", Mode::Strict, Fallback::FailOpen).await;
-    a.force_open(None).await.unwrap();
+    a.force_open().await.unwrap();
     server.pause();
     assert!(a.acquire().await.is_err());
     assert!(a.is_degraded());
@@ -232,7 +229,7 @@ async fn script_flush_mid_run_changes_nothing_visible() {
     }
     assert!(!b.is_degraded());
     assert_eq!(
-        count(&events, |e| matches!(e, RedisEvent::OutageStarted { .. })),
+        count(&events, |e| matches!(e, EventKind::OutageStarted { .. })),
         0
     );
     assert!(server.command_calls("script|load") >= 5);
@@ -249,7 +246,10 @@ async fn a_corrupt_hash_is_reported_and_repaired_by_the_breaker() {
     let permit = b.acquire().await.unwrap();
     permit.failure().await; // stale: the repair started a new generation
     assert_eq!(
-        count(&events, |e| matches!(e, RedisEvent::CorruptRepaired { .. })),
+        count(&events, |e| matches!(
+            e,
+            EventKind::CorruptStateRepaired { .. }
+        )),
         1
     );
     assert_eq!(b.snapshot().await.unwrap().phase, Phase::Closed);
@@ -260,7 +260,10 @@ async fn a_corrupt_hash_is_reported_and_repaired_by_the_breaker() {
         .unwrap();
     assert!(b.acquire().await.is_ok());
     assert_eq!(
-        count(&events, |e| matches!(e, RedisEvent::CorruptRepaired { .. })),
+        count(&events, |e| matches!(
+            e,
+            EventKind::CorruptStateRepaired { .. }
+        )),
         2
     );
 }
@@ -427,7 +430,7 @@ async fn a_failover_to_a_replica_behind_gives_back_the_open_phase() {
         timed_call(&b, false).await;
     }
     b.flush().await;
-    wait_for("the trip", || b.local_phase() == Phase::Open).await;
+    wait_for("the trip", || b.phase() == Phase::Open).await;
     let tripped = Instant::now();
     // The failover: the primary's writes since the dump are lost.
     let _: () = redis::cmd("RESTORE")
@@ -456,7 +459,7 @@ async fn a_failover_to_a_replica_behind_gives_back_the_open_phase() {
     );
     assert!(events.lock().unwrap().iter().any(|e| matches!(
         e,
-        RedisEvent::Transition(t) if t.reason == breakerbox::model::TransitionReason::Restored
+        EventKind::Transition(t) if t.reason == breakerbox::model::TransitionReason::Restored
     )));
 }
 
@@ -466,17 +469,17 @@ async fn an_override_longer_than_supported_is_refused_before_anything_changes() 
     let (b, _) = node(&server, "centuries", local_view(), Fallback::LocalBreaker).await;
     let centuries = Duration::from_secs(300 * 365 * 24 * 3600);
     for duration in [centuries, Duration::from_millis(u64::MAX)] {
-        let refused = b.force_open(Some(duration)).await.unwrap_err();
+        let refused = b.force_open_for(duration).await.unwrap_err();
         assert!(
             matches!(refused, breakerbox_redis::StoreError::Invalid(_)),
             "{refused}"
         );
         assert!(refused.to_string().contains("until reset"), "{refused}");
-        assert_eq!(b.local_phase(), Phase::Closed);
+        assert_eq!(b.phase(), Phase::Closed);
         assert!(b.acquire().await.is_ok());
     }
     // "Until reset" has its own form, and holds.
-    b.force_open(None).await.unwrap();
+    b.force_open().await.unwrap();
     for _ in 0..100 {
         let open = b.acquire().await.unwrap_err();
         assert_eq!(
@@ -512,12 +515,12 @@ async fn after_an_outage_redis_wins_when_the_node_has_nothing_to_push() {
         .unwrap();
     wait_for("the resync", || !a.is_degraded()).await;
     wait_for("the node to adopt redis's state", || {
-        a.local_phase() == Phase::ForcedOpen
+        a.phase() == Phase::ForcedOpen
     })
     .await;
     assert_eq!(a.acquire().await.unwrap_err().phase(), Phase::ForcedOpen);
     let pushed = events.lock().unwrap().iter().find_map(|e| match e {
-        RedisEvent::OutageEnded { pushed, .. } => Some(*pushed),
+        EventKind::OutageEnded { pushed, .. } => Some(*pushed),
         _ => None,
     });
     assert_eq!(pushed, Some(None), "nothing pushed: Redis won");

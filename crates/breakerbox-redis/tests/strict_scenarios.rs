@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use breakerbox::model::{PermitKind, TransitionReason, TripReason};
-use breakerbox::{Config, ConfigBuilder, ManualClock, Nanos, Phase, Verdict};
-use breakerbox_redis::{Mode, RedisBreaker, RedisEvent};
+use breakerbox::{Config, ConfigBuilder, Event, EventKind, ManualClock, Nanos, Phase, Verdict};
+use breakerbox_redis::{Mode, RedisBreaker};
 use redis_server::RedisServer;
 
 const START: Nanos = Nanos(1_000_000_000_000);
@@ -21,7 +21,7 @@ async fn breaker(
     name: &str,
     config: ConfigBuilder,
     clock: &ManualClock,
-) -> (RedisBreaker<ManualClock>, Arc<Mutex<Vec<RedisEvent>>>) {
+) -> (RedisBreaker<ManualClock>, Arc<Mutex<Vec<EventKind>>>) {
     let events = Arc::new(Mutex::new(Vec::new()));
     let log = events.clone();
     let breaker = RedisBreaker::builder(server.url(), name)
@@ -32,7 +32,7 @@ async fn breaker(
         .script_time_from_clock()
         // The model's scenarios: probe leases (a Redis rule of their own) never run out.
         .probe_lease(Duration::from_secs(24 * 3600))
-        .listener(move |_: &str, e: &RedisEvent| log.lock().unwrap().push(e.clone()))
+        .listener(move |e: &Event<'_>| log.lock().unwrap().push(e.kind.clone()))
         .build()
         .await
         .unwrap();
@@ -75,7 +75,7 @@ async fn consecutive_failures_trip_and_reject_until_the_recovery_timeout() {
         .unwrap()
         .iter()
         .filter_map(|e| match e {
-            RedisEvent::Transition(t) => Some(t.reason),
+            EventKind::Transition(t) => Some(t.reason),
             _ => None,
         })
         .collect();
@@ -213,7 +213,7 @@ async fn a_late_result_from_the_closed_era_changes_nothing() {
         .lock()
         .unwrap()
         .iter()
-        .any(|e| matches!(e, RedisEvent::StaleResult { generation: 0 })));
+        .any(|e| matches!(e, EventKind::StaleResult { generation: 0 })));
 }
 
 #[tokio::test]
@@ -249,7 +249,7 @@ async fn the_failure_rate_trips_once_min_calls_are_in_the_window() {
     assert_eq!(snapshot.phase, Phase::Open);
     assert!(events.lock().unwrap().iter().any(|e| matches!(
         e,
-        RedisEvent::Transition(t) if t.reason == TransitionReason::Tripped(TripReason::FailureRate)
+        EventKind::Transition(t) if t.reason == TransitionReason::Tripped(TripReason::FailureRate)
     )));
 }
 
@@ -269,7 +269,7 @@ async fn force_open_rejects_without_retry_after_until_reset() {
     let server = RedisServer::start();
     let clock = ManualClock::starting_at(START);
     let (b, _) = breaker(&server, "forced", base(), &clock).await;
-    b.force_open(None).await.unwrap();
+    b.force_open().await.unwrap();
     let rejected = b.acquire().await.unwrap_err();
     assert_eq!(rejected.phase(), Phase::ForcedOpen);
     assert_eq!(rejected.retry_after(), None);
@@ -282,7 +282,7 @@ async fn an_expiring_force_open_then_probes() {
     let server = RedisServer::start();
     let clock = ManualClock::starting_at(START);
     let (b, _) = breaker(&server, "forced-for", base(), &clock).await;
-    b.force_open(Some(Duration::from_secs(5))).await.unwrap();
+    b.force_open_for(Duration::from_secs(5)).await.unwrap();
     assert_eq!(
         b.acquire().await.unwrap_err().retry_after(),
         Some(Duration::from_secs(5))
@@ -296,7 +296,7 @@ async fn disable_admits_everything_records_nothing_and_expires_to_closed() {
     let server = RedisServer::start();
     let clock = ManualClock::starting_at(START);
     let (b, _) = breaker(&server, "disabled", base(), &clock).await;
-    b.disable(Some(Duration::from_secs(5))).await.unwrap();
+    b.disable_for(Duration::from_secs(5)).await.unwrap();
     for _ in 0..5 {
         let permit = b.acquire().await.unwrap();
         assert_eq!(permit.kind(), PermitKind::Passthrough);

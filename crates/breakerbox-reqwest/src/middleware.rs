@@ -2,7 +2,8 @@
 
 use std::sync::Arc;
 
-use breakerbox::{CircuitOpen, Clock, Config, ConfigError, MonotonicClock, Registry};
+use breakerbox::contract::{Breaker, BreakerPermit};
+use breakerbox::{CircuitBreaker, CircuitOpen, Clock, Config, ConfigError, Registry};
 use breakerbox_http::HttpJudge;
 use http::Extensions;
 use reqwest_middleware::{Middleware, Next};
@@ -30,13 +31,13 @@ pub type KeyFn = Arc<dyn Fn(&reqwest::Request) -> String + Send + Sync>;
 /// When the registry is full (every breaker open, half-open or in use), a request to a new
 /// key goes through unprotected rather than failing: the registry refuses to forget what
 /// it knows about failing hosts, and refusing healthy ones would be worse.
-pub struct CircuitBreakerMiddleware<C: Clock + Clone = MonotonicClock> {
-    registry: Arc<Registry<String, C>>,
+pub struct CircuitBreakerMiddleware<B: Breaker = CircuitBreaker> {
+    registry: Arc<Registry<String, B>>,
     judge: Arc<HttpJudge>,
     key: KeyFn,
 }
 
-impl<C: Clock + Clone> Clone for CircuitBreakerMiddleware<C> {
+impl<B: Breaker> Clone for CircuitBreakerMiddleware<B> {
     fn clone(&self) -> Self {
         CircuitBreakerMiddleware {
             registry: self.registry.clone(),
@@ -46,7 +47,7 @@ impl<C: Clock + Clone> Clone for CircuitBreakerMiddleware<C> {
     }
 }
 
-impl<C: Clock + Clone> std::fmt::Debug for CircuitBreakerMiddleware<C> {
+impl<B: Breaker> std::fmt::Debug for CircuitBreakerMiddleware<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CircuitBreakerMiddleware")
             .field("breakers", &self.registry.len())
@@ -55,7 +56,7 @@ impl<C: Clock + Clone> std::fmt::Debug for CircuitBreakerMiddleware<C> {
     }
 }
 
-impl CircuitBreakerMiddleware<MonotonicClock> {
+impl CircuitBreakerMiddleware<CircuitBreaker> {
     /// One breaker per `host:port`, each built from `config`, at most
     /// [`DEFAULT_CAPACITY`] of them, judged by `judge`.
     pub fn new(config: Config, judge: HttpJudge) -> Result<Self, ConfigError> {
@@ -67,10 +68,12 @@ impl CircuitBreakerMiddleware<MonotonicClock> {
     }
 }
 
-impl<C: Clock + Clone> CircuitBreakerMiddleware<C> {
-    /// Uses breakers from `registry` (your clock, listeners and capacity; keep a clone of
-    /// the `Arc` to inspect or control the breakers).
-    pub fn with_registry(registry: Arc<Registry<String, C>>, judge: HttpJudge) -> Self {
+impl<B: Breaker> CircuitBreakerMiddleware<B> {
+    /// Uses breakers from `registry`, of any engine: in-memory ones (your clock,
+    /// listeners and capacity) or ones shared by every process through Redis
+    /// (`breakerbox_redis::RedisNode::registry`). Keep a clone of the `Arc` to inspect or
+    /// control the breakers.
+    pub fn with_registry(registry: Arc<Registry<String, B>>, judge: HttpJudge) -> Self {
         CircuitBreakerMiddleware {
             registry,
             judge: Arc::new(judge),
@@ -89,7 +92,7 @@ impl<C: Clock + Clone> CircuitBreakerMiddleware<C> {
     }
 
     /// The breakers.
-    pub fn registry(&self) -> &Arc<Registry<String, C>> {
+    pub fn registry(&self) -> &Arc<Registry<String, B>> {
         &self.registry
     }
 
@@ -104,7 +107,7 @@ fn rejected(open: CircuitOpen) -> reqwest_middleware::Error {
 }
 
 #[async_trait::async_trait]
-impl<C: Clock + Clone> Middleware for CircuitBreakerMiddleware<C> {
+impl<B: Breaker> Middleware for CircuitBreakerMiddleware<B> {
     async fn handle(
         &self,
         request: reqwest::Request,
@@ -115,7 +118,7 @@ impl<C: Clock + Clone> Middleware for CircuitBreakerMiddleware<C> {
         let Ok(breaker) = self.registry.get(&key) else {
             return next.run(request, extensions).await;
         };
-        let permit = breaker.try_acquire_owned().map_err(rejected)?;
+        let permit = breaker.acquire_now_or_later().await.map_err(rejected)?;
         let probe = permit.is_probe();
         let clock = breaker.clock();
         let started = clock.now();
@@ -131,11 +134,13 @@ impl<C: Clock + Clone> Middleware for CircuitBreakerMiddleware<C> {
                             let error = reqwest_middleware::Error::Reqwest(error);
                             let judgement =
                                 self.judge.judge_transport(transport_error(&error), latency);
-                            permit.record_with_retry_hint(
-                                judgement.verdict,
-                                latency,
-                                judgement.retry_after,
-                            );
+                            permit
+                                .record_with_retry_hint(
+                                    judgement.verdict,
+                                    latency,
+                                    judgement.retry_after,
+                                )
+                                .await;
                             return Err(error);
                         }
                     }
@@ -149,7 +154,9 @@ impl<C: Clock + Clone> Middleware for CircuitBreakerMiddleware<C> {
                     latency,
                     probe,
                 );
-                permit.record_with_retry_hint(judgement.verdict, latency, judgement.retry_after);
+                permit
+                    .record_with_retry_hint(judgement.verdict, latency, judgement.retry_after)
+                    .await;
                 response.extensions_mut().insert(judgement);
                 Ok(response)
             }
@@ -159,11 +166,9 @@ impl<C: Clock + Clone> Middleware for CircuitBreakerMiddleware<C> {
                     drop(permit);
                 } else {
                     let judgement = self.judge.judge_transport(transport_error(&error), latency);
-                    permit.record_with_retry_hint(
-                        judgement.verdict,
-                        latency,
-                        judgement.retry_after,
-                    );
+                    permit
+                        .record_with_retry_hint(judgement.verdict, latency, judgement.retry_after)
+                        .await;
                 }
                 Err(error)
             }

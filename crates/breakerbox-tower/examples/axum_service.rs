@@ -21,7 +21,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use breakerbox::{CircuitBreaker, CircuitOpen, Event, EventKind, MonotonicClock};
+use breakerbox::{CircuitBreaker, CircuitOpen, Event, EventKind};
 use breakerbox_http::HttpJudge;
 use breakerbox_tower::judging::Http;
 use breakerbox_tower::select::Single;
@@ -35,7 +35,7 @@ use tokio::time::Instant;
 use tower::{ServiceBuilder, ServiceExt};
 
 type HttpClient = Client<HttpConnector, Full<Bytes>>;
-type Guarded = CircuitBreakerService<HttpClient, Single<MonotonicClock>, Http>;
+type Guarded = CircuitBreakerService<HttpClient, Single<CircuitBreaker>, Http>;
 
 /// The dependency: what it answers depends on how long the example has been running.
 #[derive(Clone)]

@@ -1,8 +1,10 @@
 //! Taking a permit for one call, and recording its verdict.
 
+use std::pin::Pin;
 use std::time::Duration;
 
-use breakerbox::{Clock, Nanos, OwnedPermit, Verdict};
+use breakerbox::contract::{Breaker, BreakerPermit, LocalAdmission};
+use breakerbox::{Clock, Nanos, Verdict};
 
 use crate::error::Refusal;
 use crate::select::Select;
@@ -19,44 +21,90 @@ pub(crate) enum Readiness {
 }
 
 /// An admitted call: its permit (released if dropped unrecorded) and, when the judge looks
-/// at latency, the clock and the start reading.
-pub(crate) struct Admission<C: Clock> {
-    permit: OwnedPermit<C>,
-    timer: Option<(C, Nanos)>,
+/// at latency, the breaker's clock and the start reading.
+pub(crate) struct Admission<B: Breaker> {
+    permit: B::Permit,
+    timer: Option<(B::Clock, Nanos)>,
 }
 
-impl<C: Clock + Clone> Admission<C> {
+/// What a call's breaker answered without a round trip.
+pub(crate) enum Admit<B: Breaker> {
+    /// Admitted: call the inner service now.
+    Now(Admission<B>),
+    /// Refused: the inner service is not touched.
+    Refused(Refusal),
+    /// Only the engine's store can answer (a Redis half-open probe, strict mode): the
+    /// call waits for [`Breaker::acquire`], then calls the inner service.
+    Later(Pending<B>),
+}
+
+/// An acquire waiting on the engine's store.
+pub(crate) struct Pending<B: Breaker> {
+    pub(crate) acquire: Pin<Box<B::Acquire>>,
+    clock: B::Clock,
+    timed: bool,
+}
+
+impl<B: Breaker> Pending<B> {
+    /// The admission, once the store admitted the call.
+    pub(crate) fn admitted(&self, permit: B::Permit) -> Admission<B> {
+        Admission::new(permit, &self.clock, self.timed)
+    }
+}
+
+impl<B: Breaker> Admission<B> {
     /// Asks the request's breaker for a permit. `readiness` is what `poll_ready` decided:
-    /// a permit granted after a ready-because-open answer (the open phase ended in
-    /// between) is released at once, since the inner service was not polled ready, and the
-    /// call is refused with a zero `retry_after`.
+    /// a call after a ready-because-open answer (the open phase ended in between) is
+    /// refused with a zero `retry_after` (a permit granted meanwhile is released at
+    /// once), since the inner service was not polled ready.
     #[inline]
     pub(crate) fn admit<Req, S>(
         select: &S,
         request: &Req,
         readiness: Readiness,
         timed: bool,
-    ) -> Result<Self, Refusal>
+    ) -> Admit<B>
     where
-        S: Select<Req, Clock = C>,
+        S: Select<Req, Breaker = B>,
     {
-        let breaker = select.select(request)?;
-        let permit = breaker.try_acquire_owned()?;
-        if readiness == Readiness::Open {
-            drop(permit);
-            return Err(Refusal::Open(breakerbox::CircuitOpen::new(
+        let breaker = match select.select(request) {
+            Ok(breaker) => breaker,
+            Err(full) => return Admit::Refused(full.into()),
+        };
+        let not_polled = || {
+            Refusal::Open(breakerbox::CircuitOpen::new(
                 breaker.phase(),
                 Some(Duration::ZERO),
-            )));
+            ))
+        };
+        match breaker.try_acquire_local() {
+            LocalAdmission::Admitted(permit) => {
+                if readiness == Readiness::Open {
+                    drop(permit);
+                    return Admit::Refused(not_polled());
+                }
+                Admit::Now(Admission::new(permit, breaker.clock(), timed))
+            }
+            LocalAdmission::Rejected(open) => Admit::Refused(open.into()),
+            LocalAdmission::Remote if readiness == Readiness::Open => Admit::Refused(not_polled()),
+            LocalAdmission::Remote => Admit::Later(Pending {
+                acquire: Box::pin(breaker.acquire()),
+                clock: breaker.clock().clone(),
+                timed,
+            }),
         }
+    }
+
+    #[inline]
+    fn new(permit: B::Permit, clock: &B::Clock, timed: bool) -> Self {
         let timer = if timed {
-            let clock = breaker.clock().clone();
+            let clock = clock.clone();
             let started = clock.now();
             Some((clock, started))
         } else {
             None
         };
-        Ok(Admission { permit, timer })
+        Admission { permit, timer }
     }
 
     /// Whether the call is a half-open probe.
@@ -73,12 +121,13 @@ impl<C: Clock + Clone> Admission<C> {
     }
 
     /// Records `verdict`. A timed call records `latency`; an untimed one lets the permit
-    /// measure its own latency when the breaker has a slow-call rule.
+    /// measure its own latency when the breaker has a slow-call rule. The record is
+    /// committed at once (an engine that must send it does so on its own).
     pub(crate) fn record(self, verdict: Verdict, latency: Duration) {
         if self.timer.is_some() {
-            self.permit.record_with_latency(verdict, latency);
+            drop(self.permit.record_with_latency(verdict, latency));
         } else {
-            self.permit.record(verdict);
+            drop(self.permit.record(verdict));
         }
     }
 
@@ -91,9 +140,10 @@ impl<C: Clock + Clone> Admission<C> {
         retry_hint: Option<Duration>,
     ) {
         match retry_hint {
-            Some(_) => self
-                .permit
-                .record_with_retry_hint(verdict, latency, retry_hint),
+            Some(_) => drop(
+                self.permit
+                    .record_with_retry_hint(verdict, latency, retry_hint),
+            ),
             None => self.record(verdict, latency),
         }
     }
@@ -102,7 +152,7 @@ impl<C: Clock + Clone> Admission<C> {
 /// Whether `breaker` would reject a call right now, without changing it: open (or forced
 /// open) with time left.
 #[inline]
-pub(crate) fn rejecting<C: Clock>(breaker: &breakerbox::CircuitBreaker<C>) -> bool {
+pub(crate) fn rejecting<B: Breaker>(breaker: &B) -> bool {
     use breakerbox::Phase;
     match breaker.check() {
         Err(open) => matches!(open.phase(), Phase::Open | Phase::ForcedOpen),

@@ -5,17 +5,20 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
-use breakerbox::{Clock, Judge};
+use breakerbox::contract::Breaker;
+use breakerbox::Judge;
 use pin_project_lite::pin_project;
 
 use crate::admission::Admission;
 use crate::error::{BoxError, Refusal};
+use crate::gate::Admitted;
+use crate::judging::Outcome;
 
 pin_project! {
     /// The future of a [`CircuitBreakerService`](crate::CircuitBreakerService) call judged by
     /// a [`Judge`]: either a refusal, ready at once, or the inner service's future carrying
     /// the call's permit. Dropping it before it completes releases the permit.
-    pub struct ResponseFuture<F, J, C: Clock> {
+    pub struct ResponseFuture<F, J, C: Breaker> {
         #[pin]
         state: State<F, J, C>,
     }
@@ -23,7 +26,7 @@ pin_project! {
 
 pin_project! {
     #[project = StateProj]
-    enum State<F, J, C: Clock> {
+    enum State<F, J, C: Breaker> {
         Refused { refusal: Refusal },
         Admitted {
             #[pin]
@@ -33,17 +36,17 @@ pin_project! {
     }
 }
 
-impl<F, J, C: Clock> ResponseFuture<F, J, C> {
-    pub(crate) fn admitted(future: F, admission: Admission<C>, judge: J) -> Self {
+impl<F, J, C: Breaker> Admitted<F, C, Outcome<J>> for ResponseFuture<F, J, C> {
+    fn admitted(future: F, admission: Admission<C>, judge: Outcome<J>) -> Self {
         ResponseFuture {
             state: State::Admitted {
                 future,
-                judged: Some((admission, judge)),
+                judged: Some((admission, judge.0)),
             },
         }
     }
 
-    pub(crate) fn refused(refusal: Refusal) -> Self {
+    fn refused(refusal: Refusal) -> Self {
         ResponseFuture {
             state: State::Refused { refusal },
         }
@@ -55,7 +58,7 @@ where
     F: Future<Output = Result<T, E>>,
     E: Into<BoxError>,
     J: Judge<T, E>,
-    C: Clock + Clone,
+    C: Breaker,
 {
     type Output = Result<T, BoxError>;
 
@@ -75,7 +78,7 @@ where
     }
 }
 
-impl<F, J, C: Clock> fmt::Debug for ResponseFuture<F, J, C> {
+impl<F, J, C: Breaker> fmt::Debug for ResponseFuture<F, J, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = match &self.state {
             State::Refused { .. } => "refused",

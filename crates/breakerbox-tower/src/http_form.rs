@@ -17,8 +17,8 @@ use breakerbox_http::{HttpJudge, TransportError};
 use http_body::Body;
 use tower_service::Service;
 
-use crate::admission::Admission;
 use crate::error::BoxError;
+use crate::gate::GatedFuture;
 use crate::select::Select;
 use crate::service::CircuitBreakerService;
 
@@ -90,7 +90,7 @@ pub(crate) fn transport_kind(error: &(dyn Error + 'static)) -> TransportError {
 impl<S, ReqBody, ResBody, Sel> Service<http::Request<ReqBody>>
     for CircuitBreakerService<S, Sel, Http>
 where
-    S: Service<http::Request<ReqBody>, Response = http::Response<ResBody>>,
+    S: Service<http::Request<ReqBody>, Response = http::Response<ResBody>> + Clone,
     S::Error: Into<BoxError>,
     ResBody: Body,
     ResBody::Error: Into<BoxError>,
@@ -98,7 +98,13 @@ where
 {
     type Response = http::Response<ReplayBody<ResBody>>;
     type Error = BoxError;
-    type Future = HttpResponseFuture<S::Future, ResBody, Sel::Clock>;
+    type Future = GatedFuture<
+        S,
+        http::Request<ReqBody>,
+        Sel::Breaker,
+        Http,
+        HttpResponseFuture<S::Future, ResBody, Sel::Breaker>,
+    >;
 
     #[inline]
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
@@ -107,14 +113,8 @@ where
 
     #[inline]
     fn call(&mut self, request: http::Request<ReqBody>) -> Self::Future {
-        let readiness = self.take_readiness();
         let timed = self.mode.judge.uses_latency();
-        match Admission::admit(&self.select, &request, readiness, timed) {
-            Ok(admission) => {
-                HttpResponseFuture::admitted(self.inner.call(request), admission, self.mode.clone())
-            }
-            Err(refusal) => HttpResponseFuture::refused(refusal),
-        }
+        self.admit_and_call(request, timed)
     }
 }
 

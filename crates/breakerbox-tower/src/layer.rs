@@ -3,7 +3,8 @@
 use std::fmt;
 use std::sync::Arc;
 
-use breakerbox::{CircuitBreaker, Clock, DefaultJudge, Registry};
+use breakerbox::contract::Breaker;
+use breakerbox::{DefaultJudge, Registry};
 use breakerbox_http::HttpJudge;
 use tower_layer::Layer;
 
@@ -47,10 +48,12 @@ pub struct CircuitBreakerLayer<Sel, M = Outcome<DefaultJudge>> {
     mode: M,
 }
 
-impl<C: Clock + Clone> CircuitBreakerLayer<Single<C>> {
-    /// One breaker for every request; `Ok` is a success and `Err` a failure until
+impl<B: Breaker> CircuitBreakerLayer<Single<B>> {
+    /// One breaker for every request, of any engine (an in-memory
+    /// [`CircuitBreaker`](breakerbox::CircuitBreaker), a `breakerbox_redis::RedisBreaker`
+    /// shared by every process); `Ok` is a success and `Err` a failure until
     /// [`CircuitBreakerLayer::judge`] or [`CircuitBreakerLayer::http`] says otherwise.
-    pub fn new(breaker: CircuitBreaker<C>) -> Self {
+    pub fn new(breaker: B) -> Self {
         CircuitBreakerLayer {
             select: Single::new(breaker),
             mode: Outcome(DefaultJudge),
@@ -58,7 +61,7 @@ impl<C: Clock + Clone> CircuitBreakerLayer<Single<C>> {
     }
 }
 
-impl<K, C: Clock + Clone, F> CircuitBreakerLayer<Keyed<K, C, F>> {
+impl<K, B: Breaker, F> CircuitBreakerLayer<Keyed<K, B, F>> {
     /// One breaker per key from `registry`; `key_fn` computes a request's key (its host,
     /// its route). The key is only known from the request, so `poll_ready` always polls the
     /// inner service; rejection happens in `call`. A key that has no breaker while the
@@ -78,7 +81,7 @@ impl<K, C: Clock + Clone, F> CircuitBreakerLayer<Keyed<K, C, F>> {
     /// # let _ = layer;
     /// # Ok::<(), breakerbox::ConfigError>(())
     /// ```
-    pub fn keyed(registry: Arc<Registry<K, C>>, key_fn: F) -> Self {
+    pub fn keyed(registry: Arc<Registry<K, B>>, key_fn: F) -> Self {
         CircuitBreakerLayer {
             select: Keyed::new(registry, key_fn),
             mode: Outcome(DefaultJudge),

@@ -70,6 +70,7 @@
 mod admission;
 pub mod error;
 mod future;
+mod gate;
 mod http_form;
 pub mod judging;
 mod layer;
@@ -79,6 +80,7 @@ mod service;
 pub use breakerbox::{CircuitOpen, RegistryFull};
 pub use error::BoxError;
 pub use future::ResponseFuture;
+pub use gate::GatedFuture;
 pub use http_form::{HttpResponseFuture, ReplayBody};
 pub use layer::CircuitBreakerLayer;
 pub use service::CircuitBreakerService;

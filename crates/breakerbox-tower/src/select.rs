@@ -5,7 +5,8 @@ use std::fmt::{self, Display};
 use std::hash::Hash;
 use std::sync::Arc;
 
-use breakerbox::{CircuitBreaker, Clock, Registry, RegistryFull};
+use breakerbox::contract::Breaker;
+use breakerbox::{Registry, RegistryFull};
 
 /// Finds the breaker that guards a request.
 ///
@@ -14,73 +15,61 @@ use breakerbox::{CircuitBreaker, Clock, Registry, RegistryFull};
 /// breaker per key from a [`Registry`], what
 /// [`CircuitBreakerLayer::keyed`](crate::CircuitBreakerLayer::keyed) uses).
 pub trait Select<Req> {
-    /// The clock of the breakers.
-    type Clock: Clock + Clone;
+    /// The breakers' engine: the in-memory [`CircuitBreaker`](breakerbox::CircuitBreaker),
+    /// a `breakerbox_redis::RedisBreaker`, or any [`Breaker`].
+    type Breaker: Breaker;
 
     /// The breaker that guards every request, if there is one. Readiness consults it: while
     /// it rejects, `poll_ready` answers ready without polling the inner service. A keyed
     /// selector answers `None`, since the key is only known from the request.
-    fn gate(&self) -> Option<&CircuitBreaker<Self::Clock>>;
+    fn gate(&self) -> Option<&Self::Breaker>;
 
     /// The breaker for `request`.
-    fn select(&self, request: &Req) -> Result<Cow<'_, CircuitBreaker<Self::Clock>>, RegistryFull>;
+    fn select(&self, request: &Req) -> Result<Cow<'_, Self::Breaker>, RegistryFull>;
 }
 
 /// One breaker for every request.
-pub struct Single<C: Clock> {
-    breaker: CircuitBreaker<C>,
+#[derive(Clone, Debug)]
+pub struct Single<B> {
+    breaker: B,
 }
 
-impl<C: Clock> Single<C> {
+impl<B: Breaker> Single<B> {
     /// Guards every request with `breaker`.
-    pub fn new(breaker: CircuitBreaker<C>) -> Self {
+    pub fn new(breaker: B) -> Self {
         Single { breaker }
     }
 
     /// The breaker.
-    pub fn breaker(&self) -> &CircuitBreaker<C> {
+    pub fn breaker(&self) -> &B {
         &self.breaker
     }
 }
 
-impl<C: Clock> Clone for Single<C> {
-    fn clone(&self) -> Self {
-        Single {
-            breaker: self.breaker.clone(),
-        }
-    }
-}
-
-impl<C: Clock> fmt::Debug for Single<C> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("Single").field(&self.breaker).finish()
-    }
-}
-
-impl<Req, C: Clock + Clone> Select<Req> for Single<C> {
-    type Clock = C;
+impl<Req, B: Breaker> Select<Req> for Single<B> {
+    type Breaker = B;
 
     #[inline]
-    fn gate(&self) -> Option<&CircuitBreaker<C>> {
+    fn gate(&self) -> Option<&B> {
         Some(&self.breaker)
     }
 
     #[inline]
-    fn select(&self, _request: &Req) -> Result<Cow<'_, CircuitBreaker<C>>, RegistryFull> {
+    fn select(&self, _request: &Req) -> Result<Cow<'_, B>, RegistryFull> {
         Ok(Cow::Borrowed(&self.breaker))
     }
 }
 
 /// One breaker per key, taken from a [`Registry`]; `key_fn` computes a request's key (its
 /// host, its route, its tenant).
-pub struct Keyed<K, C: Clock + Clone, F> {
-    registry: Arc<Registry<K, C>>,
+pub struct Keyed<K, B: Breaker, F> {
+    registry: Arc<Registry<K, B>>,
     key_fn: Arc<F>,
 }
 
-impl<K, C: Clock + Clone, F> Keyed<K, C, F> {
+impl<K, B: Breaker, F> Keyed<K, B, F> {
     /// Breakers from `registry`, one per key computed by `key_fn`.
-    pub fn new(registry: Arc<Registry<K, C>>, key_fn: F) -> Self {
+    pub fn new(registry: Arc<Registry<K, B>>, key_fn: F) -> Self {
         Keyed {
             registry,
             key_fn: Arc::new(key_fn),
@@ -88,12 +77,12 @@ impl<K, C: Clock + Clone, F> Keyed<K, C, F> {
     }
 
     /// The registry.
-    pub fn registry(&self) -> &Arc<Registry<K, C>> {
+    pub fn registry(&self) -> &Arc<Registry<K, B>> {
         &self.registry
     }
 }
 
-impl<K, C: Clock + Clone, F> Clone for Keyed<K, C, F> {
+impl<K, B: Breaker, F> Clone for Keyed<K, B, F> {
     fn clone(&self) -> Self {
         Keyed {
             registry: self.registry.clone(),
@@ -102,26 +91,26 @@ impl<K, C: Clock + Clone, F> Clone for Keyed<K, C, F> {
     }
 }
 
-impl<K, C: Clock + Clone, F> fmt::Debug for Keyed<K, C, F> {
+impl<K, B: Breaker, F> fmt::Debug for Keyed<K, B, F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Keyed").finish_non_exhaustive()
     }
 }
 
-impl<Req, K, C, F> Select<Req> for Keyed<K, C, F>
+impl<Req, K, B, F> Select<Req> for Keyed<K, B, F>
 where
     K: Hash + Eq + Clone + Display,
-    C: Clock + Clone,
+    B: Breaker,
     F: Fn(&Req) -> K,
 {
-    type Clock = C;
+    type Breaker = B;
 
     #[inline]
-    fn gate(&self) -> Option<&CircuitBreaker<C>> {
+    fn gate(&self) -> Option<&B> {
         None
     }
 
-    fn select(&self, request: &Req) -> Result<Cow<'_, CircuitBreaker<C>>, RegistryFull> {
+    fn select(&self, request: &Req) -> Result<Cow<'_, B>, RegistryFull> {
         let key = (self.key_fn)(request);
         self.registry.get(&key).map(Cow::Owned)
     }

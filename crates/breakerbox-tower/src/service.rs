@@ -3,12 +3,14 @@
 use std::fmt;
 use std::task::{Context, Poll};
 
-use breakerbox::{CircuitBreaker, Clock, DefaultJudge, Judge};
+use breakerbox::contract::Breaker;
+use breakerbox::{DefaultJudge, Judge};
 use tower_service::Service;
 
-use crate::admission::{rejecting, Admission, Readiness};
+use crate::admission::{rejecting, Admission, Admit, Readiness};
 use crate::error::BoxError;
 use crate::future::ResponseFuture;
+use crate::gate::{Admitted, GatedFuture};
 use crate::judging::Outcome;
 use crate::select::{Select, Single};
 
@@ -39,9 +41,9 @@ pub struct CircuitBreakerService<S, Sel, M> {
     pub(crate) readiness: Readiness,
 }
 
-impl<S, C: Clock + Clone> CircuitBreakerService<S, Single<C>, Outcome<DefaultJudge>> {
-    /// Guards `inner` with `breaker`; `Ok` is a success and `Err` a failure.
-    pub fn new(inner: S, breaker: CircuitBreaker<C>) -> Self {
+impl<S, B: Breaker> CircuitBreakerService<S, Single<B>, Outcome<DefaultJudge>> {
+    /// Guards `inner` with `breaker` (any engine); `Ok` is a success and `Err` a failure.
+    pub fn new(inner: S, breaker: B) -> Self {
         CircuitBreakerService::from_parts(inner, Single::new(breaker), Outcome(DefaultJudge))
     }
 }
@@ -109,18 +111,52 @@ impl<S, Sel, M> CircuitBreakerService<S, Sel, M> {
     pub(crate) fn take_readiness(&mut self) -> Readiness {
         std::mem::replace(&mut self.readiness, Readiness::NotPolled)
     }
+
+    /// Admits `request` and starts the mode's future `Fut`: at once when the breaker
+    /// answers locally, or after the engine's store admitted it. Waiting, the future holds
+    /// the inner service polled ready (a clone takes its place here, to be polled ready
+    /// for the next call), as tower middlewares with an async step before the inner call
+    /// do.
+    #[inline]
+    pub(crate) fn admit_and_call<Req, Fut>(
+        &mut self,
+        request: Req,
+        timed: bool,
+    ) -> GatedFuture<S, Req, Sel::Breaker, M, Fut>
+    where
+        S: Service<Req> + Clone,
+        Sel: Select<Req>,
+        M: Clone,
+        Fut: Admitted<S::Future, Sel::Breaker, M>,
+    {
+        let readiness = self.take_readiness();
+        match Admission::admit(&self.select, &request, readiness, timed) {
+            Admit::Now(admission) => GatedFuture::now(Fut::admitted(
+                self.inner.call(request),
+                admission,
+                self.mode.clone(),
+            )),
+            Admit::Refused(refusal) => GatedFuture::now(Fut::refused(refusal)),
+            Admit::Later(pending) => {
+                let fresh = self.inner.clone();
+                let ready = std::mem::replace(&mut self.inner, fresh);
+                GatedFuture::waiting(pending, ready, request, self.mode.clone())
+            }
+        }
+    }
 }
 
 impl<S, Req, Sel, J> Service<Req> for CircuitBreakerService<S, Sel, Outcome<J>>
 where
-    S: Service<Req>,
+    S: Service<Req> + Clone,
     S::Error: Into<BoxError>,
     Sel: Select<Req>,
     J: Judge<S::Response, S::Error> + Clone,
 {
     type Response = S::Response;
     type Error = BoxError;
-    type Future = ResponseFuture<S::Future, J, Sel::Clock>;
+    type Future =
+        GatedFuture<S, Req, Sel::Breaker, Outcome<J>, ResponseFuture<S::Future, J, Sel::Breaker>>;
 
     #[inline]
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
@@ -129,14 +165,8 @@ where
 
     #[inline]
     fn call(&mut self, request: Req) -> Self::Future {
-        let readiness = self.take_readiness();
-        let judge = &self.mode.0;
-        match Admission::admit(&self.select, &request, readiness, judge.uses_latency()) {
-            Ok(admission) => {
-                ResponseFuture::admitted(self.inner.call(request), admission, judge.clone())
-            }
-            Err(refusal) => ResponseFuture::refused(refusal),
-        }
+        let timed = self.mode.0.uses_latency();
+        self.admit_and_call(request, timed)
     }
 }
 

@@ -15,7 +15,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use breakerbox::{CircuitBreaker, CircuitOpen, MonotonicClock, Phase};
+use breakerbox::{CircuitBreaker, CircuitOpen, Phase};
 use breakerbox_http::HttpJudge;
 use breakerbox_tower::judging::Http;
 use breakerbox_tower::select::Single;
@@ -28,7 +28,7 @@ use tower::{Service, ServiceBuilder, ServiceExt};
 use upstream::{client, get_request, serve, spawn_upstream};
 
 type Guarded =
-    CircuitBreakerService<Client<HttpConnector, Full<Bytes>>, Single<MonotonicClock>, Http>;
+    CircuitBreakerService<Client<HttpConnector, Full<Bytes>>, Single<CircuitBreaker>, Http>;
 
 fn guarded(breaker: &CircuitBreaker, judge: HttpJudge) -> Guarded {
     ServiceBuilder::new()

@@ -1,13 +1,15 @@
-//! Events: transitions, rejections and stale results, delivered to listeners outside any
-//! critical section.
+//! Events: transitions, rejections, stale results and (for engines with a shared store)
+//! outages and repairs, delivered to listeners outside any critical section.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::model::Transition;
 use crate::CircuitOpen;
 
-/// Something a breaker did.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+/// Something a breaker did. Every engine reports through these kinds; the in-memory
+/// engine never reports the store ones (outages, repairs).
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum EventKind {
     /// The phase changed.
@@ -19,16 +21,44 @@ pub enum EventKind {
         /// The permit's generation.
         generation: u64,
     },
+    /// The engine's shared store (Redis) stopped answering: its fallback decides until the
+    /// store is back. Reported once per outage episode.
+    OutageStarted {
+        /// The first error of the episode.
+        error: String,
+    },
+    /// The shared store answers again and the state was resynchronised.
+    OutageEnded {
+        /// How long the engine ran on its fallback.
+        lasted: Duration,
+        /// What the engine pushed to the store while resynchronising (e.g. `"trip"`,
+        /// `"force_open"`), if anything.
+        pushed: Option<&'static str>,
+    },
+    /// A corrupt or foreign value in the shared store was replaced by a fresh closed
+    /// state.
+    CorruptStateRepaired {
+        /// What was wrong.
+        reason: String,
+    },
 }
 
 /// An event of the breaker named `breaker`.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Event<'a> {
     /// The breaker's name.
     pub breaker: &'a str,
     /// What happened.
     pub kind: EventKind,
+}
+
+impl<'a> Event<'a> {
+    /// An event of `breaker`, for engines outside this crate that report through
+    /// [`Listener`].
+    pub fn new(breaker: &'a str, kind: EventKind) -> Self {
+        Event { breaker, kind }
+    }
 }
 
 /// Receives events. Called on the thread that caused the event, after the breaker has
@@ -81,18 +111,23 @@ impl Listeners {
     }
 
     pub(crate) fn emit(&self, breaker: &str, kind: EventKind) {
-        let event = Event { breaker, kind };
-        #[cfg(feature = "tracing")]
-        trace_event(&event);
-        for listener in &self.list {
-            listener.on_event(&event);
-        }
+        emit_event(&self.list, &Event { breaker, kind });
+    }
+}
+
+/// Delivers `event` to every listener of `listeners` (and to `tracing` with the
+/// `tracing` feature): how every engine reports.
+pub fn emit_event(listeners: &[Arc<dyn Listener>], event: &Event<'_>) {
+    #[cfg(feature = "tracing")]
+    trace_event(event);
+    for listener in listeners {
+        listener.on_event(event);
     }
 }
 
 #[cfg(feature = "tracing")]
 fn trace_event(event: &Event<'_>) {
-    match event.kind {
+    match &event.kind {
         EventKind::Transition(t) => tracing::info!(
             target: "breakerbox",
             breaker = event.breaker,
@@ -112,8 +147,27 @@ fn trace_event(event: &Event<'_>) {
         EventKind::StaleResult { generation } => tracing::debug!(
             target: "breakerbox",
             breaker = event.breaker,
-            generation,
+            generation = *generation,
             "stale result dropped"
+        ),
+        EventKind::OutageStarted { error } => tracing::warn!(
+            target: "breakerbox",
+            breaker = event.breaker,
+            error = error.as_str(),
+            "shared store unreachable; the fallback decides"
+        ),
+        EventKind::OutageEnded { lasted, pushed } => tracing::info!(
+            target: "breakerbox",
+            breaker = event.breaker,
+            lasted_ms = lasted.as_millis() as u64,
+            pushed = pushed.unwrap_or("nothing"),
+            "shared store back; state resynchronised"
+        ),
+        EventKind::CorruptStateRepaired { reason } => tracing::warn!(
+            target: "breakerbox",
+            breaker = event.breaker,
+            reason = reason.as_str(),
+            "corrupt shared state repaired"
         ),
     }
 }

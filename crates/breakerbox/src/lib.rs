@@ -53,6 +53,8 @@
 mod breaker;
 mod clock;
 pub mod config;
+#[cfg(not(loom))]
+pub mod contract;
 mod error;
 mod events;
 mod jitter;
@@ -69,8 +71,10 @@ mod verdict;
 pub use breaker::{Builder, CircuitBreaker};
 pub use clock::{Clock, ManualClock, MonotonicClock, Nanos};
 pub use config::{Config, ConfigBuilder, Rate};
+#[cfg(not(loom))]
+pub use contract::{Breaker, BreakerPermit};
 pub use error::{CallError, CircuitOpen, ConfigError};
-pub use events::{Event, EventKind, Listener};
+pub use events::{emit_event, Event, EventKind, Listener};
 pub use jitter::{JitterSource, SplitMix};
 pub use judge::{DefaultJudge, FnJudge, Judge, SlowerThan};
 pub use permit::{OwnedPermit, Permit};

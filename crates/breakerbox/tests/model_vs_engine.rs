@@ -291,7 +291,11 @@ fn run(case: &Case) -> Result<(), TestCaseError> {
         .clock(clock.clone())
         .jitter_source(sample.clone())
         .listener(move |event: &Event<'_>| {
-            recorder.0.lock().expect("listener lock").push(event.kind);
+            recorder
+                .0
+                .lock()
+                .expect("listener lock")
+                .push(event.kind.clone());
         })
         .build()
         .map_err(|e| TestCaseError::fail(format!("engine refused the config: {e}")))?;

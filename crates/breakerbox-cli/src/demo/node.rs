@@ -42,7 +42,7 @@ impl NodeBreaker {
         match self {
             NodeBreaker::None => None,
             NodeBreaker::Local(b) => Some(b.phase()),
-            NodeBreaker::Redis(b) => Some(b.local_phase()),
+            NodeBreaker::Redis(b) => Some(b.phase()),
         }
     }
 

@@ -51,11 +51,9 @@ impl Guard {
         config: breakerbox::Config,
         recorder: Arc<Recorder>,
     ) -> anyhow::Result<Guard> {
-        let mut builder = RedisBreaker::builder(url, name).config(config).listener(
-            move |breaker: &str, event: &breakerbox_redis::RedisEvent| {
-                recorder.on_redis_event(breaker, event)
-            },
-        );
+        let mut builder = RedisBreaker::builder(url, name)
+            .config(config)
+            .shared_listener(recorder);
         if let Some(prefix) = prefix {
             builder = builder.prefix(prefix);
         }
@@ -75,7 +73,7 @@ impl Guard {
     pub fn phase(&self) -> Phase {
         match self {
             Guard::Local(b) => b.phase(),
-            Guard::Shared(b) => b.local_phase(),
+            Guard::Shared(b) => b.phase(),
         }
     }
 
@@ -104,7 +102,7 @@ impl Guard {
                 b.force_open();
                 Ok(())
             }
-            Guard::Shared(b) => redis_action(b.force_open(None)).await,
+            Guard::Shared(b) => redis_action(b.force_open()).await,
         }
     }
 

@@ -7,7 +7,6 @@ use std::sync::Mutex;
 
 use breakerbox::model::Transition;
 use breakerbox::{Clock, Event, EventKind, Listener, MonotonicClock, Nanos, Phase, Verdict};
-use breakerbox_redis::RedisEvent;
 
 use super::upload::ClientFault;
 
@@ -210,21 +209,12 @@ impl Recorder {
             stats.stale.fetch_add(1, Ordering::Relaxed);
         }
     }
-
-    /// Takes in a Redis breaker's event.
-    pub fn on_redis_event(&self, breaker: &str, event: &RedisEvent) {
-        match event {
-            RedisEvent::Transition(t) => self.transition(breaker, t),
-            RedisEvent::StaleResult { .. } => self.stale(breaker),
-            _ => {}
-        }
-    }
 }
 
 impl Listener for Recorder {
     fn on_event(&self, event: &Event<'_>) {
-        match event.kind {
-            EventKind::Transition(t) => self.transition(event.breaker, &t),
+        match &event.kind {
+            EventKind::Transition(t) => self.transition(event.breaker, t),
             EventKind::StaleResult { .. } => self.stale(event.breaker),
             // Rejections are counted where they happen; kinds added later are not metrics.
             _ => {}

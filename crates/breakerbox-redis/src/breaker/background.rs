@@ -11,10 +11,11 @@ use tokio::sync::{oneshot, Notify};
 use tokio::time::Instant;
 
 use super::Inner;
-use crate::events::{RedisEvent, Stats};
+use crate::events::Stats;
 use crate::options::{LocalView, Mode};
 use crate::store::BatchItem;
 use crate::wire::ReplyDecision;
+use breakerbox::EventKind;
 
 impl<C: Clock + Clone> Inner<C> {
     /// Sends the queued outcomes, a batch at a time.
@@ -111,7 +112,7 @@ impl<C: Clock + Clone> Inner<C> {
     fn report_repair(&self, repaired: Option<String>) {
         if let Some(reason) = repaired {
             Stats::add(&self.stats.repairs, 1);
-            self.emit(RedisEvent::CorruptRepaired { reason });
+            self.emit(EventKind::CorruptStateRepaired { reason });
         }
     }
 
@@ -217,7 +218,7 @@ pub(crate) async fn run<C: Clock + Clone>(weak: Weak<Inner<C>>, wake: Arc<Notify
                 }
                 Mode::Strict => {
                     // Strict mode decides nothing from the view; a refresh only serves
-                    // messages (repairs, restores) and keeps `local_phase` current.
+                    // messages (repairs, restores) and keeps `phase` current.
                     inner.refresh_if_due(Duration::from_secs(1)).await;
                     Duration::from_secs(1)
                 }

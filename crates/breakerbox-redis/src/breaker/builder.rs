@@ -9,14 +9,14 @@ use std::time::Duration;
 
 use breakerbox::model::TransitionReason;
 use breakerbox::{
-    CircuitBreaker, Clock, Config, ConfigError, Event, EventKind, JitterSource, MonotonicClock,
-    Phase, SplitMix,
+    CircuitBreaker, Clock, Config, ConfigError, Event, EventKind, JitterSource, Listener,
+    MonotonicClock, Phase, SplitMix,
 };
 use tokio::sync::{oneshot, Notify};
 
 use super::view::ViewCell;
 use super::{background, Inner, RedisBreaker};
-use crate::events::{RedisListener, Stats};
+use crate::events::Stats;
 use crate::options::{Backoff, Fallback, Mode};
 use crate::store::{RedisStore, StoreOptions};
 
@@ -57,7 +57,7 @@ pub struct RedisBreakerBuilder<C = MonotonicClock> {
     backoff: Backoff,
     clock: C,
     script_time: bool,
-    listeners: Vec<Arc<dyn RedisListener>>,
+    listeners: Vec<Arc<dyn Listener>>,
     jitter: Option<Arc<dyn JitterSource>>,
 }
 
@@ -142,9 +142,16 @@ impl<C: Clock + Clone> RedisBreakerBuilder<C> {
         self
     }
 
-    /// Adds a listener for transitions, rejections, stale results, outages and repairs.
-    pub fn listener(mut self, listener: impl RedisListener) -> Self {
+    /// Adds a listener for transitions, rejections, stale results, outages and repairs
+    /// (the core's [`Listener`] and [`EventKind`]s, as for every engine).
+    pub fn listener(mut self, listener: impl Listener) -> Self {
         self.listeners.push(Arc::new(listener));
+        self
+    }
+
+    /// Adds a listener shared with other breakers.
+    pub fn shared_listener(mut self, listener: Arc<dyn Listener>) -> Self {
+        self.listeners.push(listener);
         self
     }
 

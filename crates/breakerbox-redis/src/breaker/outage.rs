@@ -22,11 +22,11 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use breakerbox::model::PermitKind;
-use breakerbox::{CircuitOpen, Clock, Nanos, Phase};
+use breakerbox::{CircuitOpen, Clock, EventKind, Nanos, Phase};
 
 use super::permit::Route;
 use super::{news_of, Inner, RedisBreaker, RedisPermit};
-use crate::events::{RedisEvent, Stats};
+use crate::events::Stats;
 use crate::options::Fallback;
 use crate::store::{ManualOp, StoreError};
 use crate::wire::Reply;
@@ -51,7 +51,7 @@ impl<C: Clock + Clone> Inner<C> {
             %error,
             "redis unreachable; the fallback decides until it is back"
         );
-        self.emit(RedisEvent::OutageStarted {
+        self.emit(EventKind::OutageStarted {
             error: error.to_string(),
         });
         self.wake.notify_one();
@@ -163,7 +163,7 @@ impl<C: Clock + Clone> Inner<C> {
             pushed,
             "redis is back; state resynchronised"
         );
-        self.emit(RedisEvent::OutageEnded { lasted, pushed });
+        self.emit(EventKind::OutageEnded { lasted, pushed });
         Ok(())
     }
 }

@@ -1,6 +1,9 @@
 //! The right to make one call through a [`RedisBreaker`](crate::RedisBreaker).
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use breakerbox::model::PermitKind;
@@ -88,46 +91,52 @@ impl<C: Clock + Clone> RedisPermit<C> {
         matches!(self.route, Route::Local(_))
     }
 
-    /// Records `verdict`, with the latency measured since the acquire.
-    pub async fn record(self, verdict: Verdict) {
+    /// Records `verdict`, with the latency measured since the acquire. The record is
+    /// committed now; await the answer to wait until it took effect.
+    pub fn record(self, verdict: Verdict) -> Recorded {
         let latency = self
             .inner
             .clock
             .now()
             .saturating_sub(self.started)
             .as_duration();
-        self.record_with_latency(verdict, latency).await
+        self.record_with_latency(verdict, latency)
     }
 
     /// Records a success.
-    pub async fn success(self) {
-        self.record(Verdict::Success).await
+    pub fn success(self) -> Recorded {
+        self.record(Verdict::Success)
     }
 
     /// Records a failure.
-    pub async fn failure(self) {
-        self.record(Verdict::Failure).await
+    pub fn failure(self) -> Recorded {
+        self.record(Verdict::Failure)
     }
 
     /// Records a call that says nothing about the dependency (frees a probe slot).
-    pub async fn ignore(self) {
-        self.record(Verdict::Ignore).await
+    pub fn ignore(self) -> Recorded {
+        self.record(Verdict::Ignore)
     }
 
     /// Records `verdict` for a call that took `latency`.
-    pub async fn record_with_latency(self, verdict: Verdict, latency: Duration) {
-        self.record_with_retry_hint(verdict, latency, None).await
+    pub fn record_with_latency(self, verdict: Verdict, latency: Duration) -> Recorded {
+        self.record_with_retry_hint(verdict, latency, None)
     }
 
     /// Records `verdict` for a call that took `latency`, with how long the dependency
     /// asked to be left alone (an HTTP `Retry-After`): if this outcome opens the breaker,
     /// the open phase lasts at least that long, capped at `max_open_duration`.
-    pub async fn record_with_retry_hint(
+    ///
+    /// The record is committed now: a closed-phase outcome joins the next batch, a
+    /// fallback one goes to the local breaker, and one that needs a script call (a probe,
+    /// strict mode) is sent when the returned future is awaited, or from a task of the
+    /// current tokio runtime if it is dropped first.
+    pub fn record_with_retry_hint(
         mut self,
         verdict: Verdict,
         latency: Duration,
         retry_hint: Option<Duration>,
-    ) {
+    ) -> Recorded {
         self.done = true;
         let outcome = OutcomeArg {
             generation: self.generation,
@@ -144,36 +153,94 @@ impl<C: Clock + Clone> RedisPermit<C> {
             self.route = Route::Redis;
         }
         match &mut self.route {
-            Route::Free => {}
+            Route::Free => Recorded::done(),
             Route::Local(permit) => {
                 if let Some(permit) = permit.take() {
                     permit.record_with_retry_hint(verdict, latency, retry_hint);
                 }
+                Recorded::done()
             }
             // Kept through an outage too: it belongs to the shared phase (a stale
             // generation makes it harmless if the phase moved on).
-            Route::Batched => inner.enqueue(BatchItem::Outcome(outcome)),
+            Route::Batched => {
+                inner.enqueue(BatchItem::Outcome(outcome));
+                Recorded::done()
+            }
             Route::Redis => {
                 if inner.is_down() {
                     // The outcome is lost, but not the slot: cancelled when Redis is back.
                     inner.orphan(self.token);
-                    return;
+                    return Recorded::done();
                 }
-                let r = inner.sample();
-                match inner.store.record(&[outcome], inner.now_arg(), r).await {
-                    Ok(answer) => {
-                        let reply = inner.absorb(answer, false, Some(r));
-                        if reply.decision == ReplyDecision::Batch(vec![false]) {
-                            inner.stale(self.generation);
+                let generation = self.generation;
+                let token = self.token;
+                Recorded::pending(async move {
+                    let r = inner.sample();
+                    match inner.store.record(&[outcome], inner.now_arg(), r).await {
+                        Ok(answer) => {
+                            let reply = inner.absorb(answer, false, Some(r));
+                            if reply.decision == ReplyDecision::Batch(vec![false]) {
+                                inner.stale(generation);
+                            }
+                        }
+                        Err(error) => {
+                            inner.orphan(token);
+                            inner.enter_outage(&error);
                         }
                     }
-                    Err(error) => {
-                        inner.orphan(self.token);
-                        inner.enter_outage(&error);
-                    }
-                }
+                })
             }
         }
+    }
+}
+
+/// Waits until a [`RedisPermit`]'s outcome took effect. The outcome is committed when the
+/// recording method is called: dropping this unfinished sends it from a task of the
+/// current tokio runtime (with no runtime, a probe's lease runs out instead).
+#[must_use = "await it to know the outcome reached Redis; dropped, it is sent from a task"]
+pub struct Recorded {
+    task: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+}
+
+impl Recorded {
+    fn done() -> Recorded {
+        Recorded { task: None }
+    }
+
+    fn pending(task: impl Future<Output = ()> + Send + 'static) -> Recorded {
+        Recorded {
+            task: Some(Box::pin(task)),
+        }
+    }
+}
+
+impl Future for Recorded {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if let Some(task) = self.task.as_mut() {
+            ready!(task.as_mut().poll(cx));
+            self.task = None;
+        }
+        Poll::Ready(())
+    }
+}
+
+impl Drop for Recorded {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            if let Ok(handle) = tokio::runtime::Handle::try_current() {
+                handle.spawn(task);
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Recorded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recorded")
+            .field("pending", &self.task.is_some())
+            .finish()
     }
 }
 

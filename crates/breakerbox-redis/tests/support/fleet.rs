@@ -399,7 +399,7 @@ pub async fn worker_main() {
         stats.flushes,
         stats.redis_calls,
         u8::from(breaker.is_degraded()),
-        breaker.local_phase(),
+        breaker.phase(),
     );
 }
 

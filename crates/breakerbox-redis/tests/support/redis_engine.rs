@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use breakerbox::model::PermitKind;
 use breakerbox::{
-    CallError, CircuitOpen, ConfigBuilder, EventKind, ManualClock, Phase, Snapshot, Verdict,
+    CallError, CircuitOpen, ConfigBuilder, Event, EventKind, ManualClock, Phase, Snapshot, Verdict,
 };
-use breakerbox_redis::{Mode, RedisBreaker, RedisEvent, RedisPermit};
+use breakerbox_redis::{Mode, RedisBreaker, RedisPermit};
 use tokio::runtime::Runtime;
 
 use crate::redis_server::RedisServer;
@@ -20,7 +20,7 @@ use crate::scenarios::engine::{Jitter, ScenarioEngine, ScenarioPermit};
 pub(crate) struct RedisEngine {
     /// `None` only while dropping (the breaker is dropped inside the runtime).
     breaker: Option<RedisBreaker<ManualClock>>,
-    events: Arc<Mutex<Vec<RedisEvent>>>,
+    events: Arc<Mutex<Vec<EventKind>>>,
     runtime: Runtime,
     _server: RedisServer,
 }
@@ -64,7 +64,7 @@ impl ScenarioEngine for RedisEngine {
             .script_time_from_clock()
             // The model's scenarios: probe leases (a Redis rule of their own) never run out.
             .probe_lease(Duration::from_secs(24 * 3600))
-            .listener(move |_: &str, e: &RedisEvent| log.lock().unwrap().push(e.clone()));
+            .listener(move |e: &Event<'_>| log.lock().unwrap().push(e.kind.clone()));
         if let Some(jitter) = jitter {
             builder = builder.jitter_source(move || jitter());
         }
@@ -99,21 +99,20 @@ impl ScenarioEngine for RedisEngine {
     }
 
     fn force_open(&self) {
-        self.block_on(self.breaker().force_open(None)).unwrap()
+        self.block_on(self.breaker().force_open()).unwrap()
     }
 
     fn force_open_for(&self, duration: Duration) {
-        self.block_on(self.breaker().force_open(Some(duration)))
+        self.block_on(self.breaker().force_open_for(duration))
             .unwrap()
     }
 
     fn disable(&self) {
-        self.block_on(self.breaker().disable(None)).unwrap()
+        self.block_on(self.breaker().disable()).unwrap()
     }
 
     fn disable_for(&self, duration: Duration) {
-        self.block_on(self.breaker().disable(Some(duration)))
-            .unwrap()
+        self.block_on(self.breaker().disable_for(duration)).unwrap()
     }
 
     fn reset(&self) {
@@ -124,9 +123,9 @@ impl ScenarioEngine for RedisEngine {
         std::mem::take(&mut *self.events.lock().unwrap())
             .into_iter()
             .filter_map(|event| match event {
-                RedisEvent::Transition(t) => Some(EventKind::Transition(t)),
-                RedisEvent::Rejected(open) => Some(EventKind::Rejected(open)),
-                RedisEvent::StaleResult { generation } => {
+                EventKind::Transition(t) => Some(EventKind::Transition(t)),
+                EventKind::Rejected(open) => Some(EventKind::Rejected(open)),
+                EventKind::StaleResult { generation } => {
                     Some(EventKind::StaleResult { generation })
                 }
                 _ => None,

@@ -12,7 +12,7 @@ use reqwest_middleware::ClientWithMiddleware;
 
 pub struct Harness<C: Clock + Clone> {
     pub client: ClientWithMiddleware,
-    pub registry: Arc<Registry<String, C>>,
+    pub registry: Arc<Registry<String, CircuitBreaker<C>>>,
 }
 
 impl<C: Clock + Clone> Harness<C> {

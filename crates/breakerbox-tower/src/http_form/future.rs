@@ -6,7 +6,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
-use breakerbox::Clock;
+use breakerbox::contract::Breaker;
 use breakerbox_http::Judgement;
 use bytes::{Bytes, BytesMut};
 use http::response::Parts;
@@ -17,14 +17,15 @@ use super::body::{to_bytes, ReplayBody};
 use super::{transport_kind, Http};
 use crate::admission::Admission;
 use crate::error::{BoxError, Completed, Refusal};
+use crate::gate::Admitted;
 
 /// An admitted call and how to judge it.
-struct Ticket<C: Clock> {
+struct Ticket<C: Breaker> {
     admission: Admission<C>,
     http: Http,
 }
 
-impl<C: Clock + Clone> Ticket<C> {
+impl<C: Breaker> Ticket<C> {
     /// Judges with `judge_with` (given the latency and whether the call is a probe) and
     /// records the verdict.
     fn settle(self, judge_with: impl FnOnce(&Http, std::time::Duration, bool) -> Judgement) {
@@ -36,7 +37,7 @@ impl<C: Clock + Clone> Ticket<C> {
 }
 
 /// A response whose body is being read for judging.
-struct Reading<B, C: Clock> {
+struct Reading<B, C: Breaker> {
     parts: Parts,
     body: Pin<Box<B>>,
     frames: VecDeque<Frame<Bytes>>,
@@ -49,7 +50,7 @@ pin_project! {
     /// HTTP form: a refusal, ready at once, or the inner service's future carrying the
     /// call's permit, then (only when body rules apply) the reading of the body up to the
     /// judge's cap. Dropping it before it completes releases the permit.
-    pub struct HttpResponseFuture<F, B, C: Clock> {
+    pub struct HttpResponseFuture<F, B, C: Breaker> {
         #[pin]
         state: State<F, B, C>,
     }
@@ -57,7 +58,7 @@ pin_project! {
 
 pin_project! {
     #[project = StateProj]
-    enum State<F, B, C: Clock> {
+    enum State<F, B, C: Breaker> {
         Refused { refusal: Refusal },
         Calling {
             #[pin]
@@ -69,8 +70,8 @@ pin_project! {
     }
 }
 
-impl<F, B, C: Clock> HttpResponseFuture<F, B, C> {
-    pub(crate) fn admitted(future: F, admission: Admission<C>, http: Http) -> Self {
+impl<F, B, C: Breaker> Admitted<F, C, Http> for HttpResponseFuture<F, B, C> {
+    fn admitted(future: F, admission: Admission<C>, http: Http) -> Self {
         HttpResponseFuture {
             state: State::Calling {
                 future,
@@ -79,7 +80,7 @@ impl<F, B, C: Clock> HttpResponseFuture<F, B, C> {
         }
     }
 
-    pub(crate) fn refused(refusal: Refusal) -> Self {
+    fn refused(refusal: Refusal) -> Self {
         HttpResponseFuture {
             state: State::Refused { refusal },
         }
@@ -92,7 +93,7 @@ where
     E: Into<BoxError>,
     B: Body,
     B::Error: Into<BoxError>,
-    C: Clock + Clone,
+    C: Breaker,
 {
     type Output = Result<http::Response<ReplayBody<B>>, BoxError>;
 
@@ -219,7 +220,7 @@ fn read_up_to_cap<B, C>(reading: &mut Reading<B, C>, cx: &mut Context<'_>) -> Po
 where
     B: Body,
     B::Error: Into<BoxError>,
-    C: Clock,
+    C: Breaker,
 {
     let cap = reading.ticket.http.judge().body_cap();
     loop {
@@ -261,7 +262,7 @@ fn contiguous(frames: &VecDeque<Frame<Bytes>>, len: usize) -> Bytes {
     }
 }
 
-impl<F, B, C: Clock> fmt::Debug for HttpResponseFuture<F, B, C> {
+impl<F, B, C: Breaker> fmt::Debug for HttpResponseFuture<F, B, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = match &self.state {
             State::Refused { .. } => "refused",

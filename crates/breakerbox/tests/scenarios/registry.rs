@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use breakerbox::{Config, ManualClock, Phase, Registry, RegistryFull};
+use breakerbox::{CircuitBreaker, Config, ManualClock, Phase, Registry, RegistryFull};
 
 use super::support::Recorder;
 
@@ -16,7 +16,7 @@ fn template() -> Config {
         .expect("a valid template")
 }
 
-fn registry(capacity: usize) -> (ManualClock, Registry<String, ManualClock>) {
+fn registry(capacity: usize) -> (ManualClock, Registry<String, CircuitBreaker<ManualClock>>) {
     let clock = ManualClock::new();
     let registry =
         Registry::with_clock(template(), capacity, clock.clone()).expect("a valid template");
@@ -27,7 +27,7 @@ fn key(name: &str) -> String {
     name.to_string()
 }
 
-fn names(registry: &Registry<String, ManualClock>) -> Vec<String> {
+fn names(registry: &Registry<String, CircuitBreaker<ManualClock>>) -> Vec<String> {
     registry.snapshots().into_iter().map(|s| s.name).collect()
 }
 
@@ -135,8 +135,8 @@ fn open_half_open_and_overridden_breakers_are_never_evicted() {
 fn registry_refuses_an_invalid_template() {
     let mut config = template();
     config.max_probes = 0;
-    let err = Registry::<String, ManualClock>::with_clock(config, 10, ManualClock::new())
-        .err()
-        .expect("an invalid template is refused");
+    let err =
+        Registry::<String, CircuitBreaker<ManualClock>>::with_clock(config, 10, ManualClock::new())
+            .expect_err("an invalid template is refused");
     assert_eq!((err.field(), err.value()), ("max_probes", "0"));
 }

@@ -43,7 +43,7 @@ impl Recorder {
         move |event| {
             log.lock()
                 .expect("recorder lock")
-                .push((event.breaker.to_string(), event.kind))
+                .push((event.breaker.to_string(), event.kind.clone()))
         }
     }
 
