@@ -8,6 +8,7 @@ mod permit;
 mod view;
 
 pub use builder::{BuildError, RedisBreakerBuilder};
+pub use contract::AcquireFuture;
 pub use permit::{Recorded, RedisPermit};
 
 use std::future::Future;
@@ -24,6 +25,7 @@ use breakerbox::{
 use tokio::sync::Notify;
 
 use crate::events::{Stats, StatsSnapshot};
+use crate::node::{RedisNode, Subscriber};
 use crate::options::{Backoff, Fallback, LocalView, Mode};
 use crate::store::{Answer, BatchItem, ManualOp, RedisStore, StoreError};
 use crate::wire::{Reply, ReplyDecision, StoredState};
@@ -106,6 +108,19 @@ pub(crate) struct Inner<C: Clock + Clone> {
     pub(crate) stats: Stats,
     /// Local time of the last news from Redis (a script reply or a message).
     pub(crate) last_news: AtomicU64,
+    /// The node whose connection and subscription this breaker shares, if any (kept
+    /// alive as long as the breaker).
+    pub(crate) node: Option<RedisNode>,
+}
+
+impl<C: Clock + Clone> Subscriber for Inner<C> {
+    fn on_message(&self, payload: &str) {
+        Inner::on_message(self, payload);
+    }
+
+    fn on_subscribed(&self) {
+        self.request_refresh();
+    }
 }
 
 impl<C: Clock + Clone> Drop for Inner<C> {
@@ -337,6 +352,12 @@ impl<C: Clock + Clone> RedisBreaker<C> {
     /// The Redis store (key, channel, and the raw script calls).
     pub fn store(&self) -> &RedisStore {
         &self.inner.store
+    }
+
+    /// The node whose connection and subscription this breaker shares, if it was made on
+    /// one ([`RedisNode::breaker`]).
+    pub fn node(&self) -> Option<&RedisNode> {
+        self.inner.node.as_ref()
     }
 
     /// Counters for metrics.

@@ -49,13 +49,17 @@
 
 mod breaker;
 mod events;
+mod node;
 mod options;
 mod scripts;
 mod store;
 mod wire;
 
-pub use breaker::{BuildError, Recorded, RedisBreaker, RedisBreakerBuilder, RedisPermit};
+pub use breaker::{
+    AcquireFuture, BuildError, Recorded, RedisBreaker, RedisBreakerBuilder, RedisPermit,
+};
 pub use events::{Stats, StatsSnapshot};
+pub use node::RedisNode;
 pub use options::{Backoff, Fallback, LocalView, Mode};
 pub use scripts::ScriptKind;
 pub use store::{

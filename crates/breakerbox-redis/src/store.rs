@@ -5,7 +5,7 @@ use std::collections::hash_map::RandomState;
 use std::fmt;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use breakerbox::model::PermitKind;
@@ -209,9 +209,7 @@ pub struct Answer {
 ///
 /// [`RedisBreaker`]: crate::RedisBreaker
 pub struct RedisStore {
-    client: Client,
-    conn: Mutex<Option<MultiplexedConnection>>,
-    scripts: Scripts,
+    link: Arc<Link>,
     key: String,
     channel: String,
     config_arg: String,
@@ -234,14 +232,45 @@ pub fn breaker_key(prefix: &str, name: &str) -> String {
     format!("{prefix}{{{name}}}")
 }
 
-impl RedisStore {
-    /// The store of breaker `name` with `config`, through `client` (nothing is sent yet).
-    pub fn new(client: Client, name: &str, config: &Config, options: &StoreOptions) -> Self {
-        let key = breaker_key(&options.prefix, name);
-        RedisStore {
+/// One multiplexed connection to Redis and the digests of the loaded scripts, shared by
+/// every store made over it (every breaker of a [`RedisNode`](crate::RedisNode)).
+#[derive(Debug)]
+pub(crate) struct Link {
+    client: Client,
+    conn: Mutex<Option<MultiplexedConnection>>,
+    scripts: Scripts,
+}
+
+impl Link {
+    pub(crate) fn new(client: Client) -> Self {
+        Link {
             client,
             conn: Mutex::new(None),
             scripts: Scripts::default(),
+        }
+    }
+
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+}
+
+impl RedisStore {
+    /// The store of breaker `name` with `config`, through `client` (nothing is sent yet).
+    pub fn new(client: Client, name: &str, config: &Config, options: &StoreOptions) -> Self {
+        RedisStore::over(Arc::new(Link::new(client)), name, config, options)
+    }
+
+    /// The store of breaker `name`, over a connection shared with other stores.
+    pub(crate) fn over(
+        link: Arc<Link>,
+        name: &str,
+        config: &Config,
+        options: &StoreOptions,
+    ) -> Self {
+        let key = breaker_key(&options.prefix, name);
+        RedisStore {
+            link,
             channel: format!("{key}:events"),
             key,
             config_arg: encode_config(config, options.probe_lease),
@@ -276,7 +305,7 @@ impl RedisStore {
 
     /// The Redis client.
     pub fn client(&self) -> &Client {
-        &self.client
+        &self.link.client
     }
 
     /// The per-call timeout.
@@ -286,18 +315,18 @@ impl RedisStore {
 
     /// Forgets the cached connection and script digests (the next call reconnects).
     pub fn disconnect(&self) {
-        if let Ok(mut conn) = self.conn.lock() {
+        if let Ok(mut conn) = self.link.conn.lock() {
             *conn = None;
         }
-        self.scripts.forget();
+        self.link.scripts.forget();
     }
 
     async fn connection(&self) -> Result<MultiplexedConnection, RedisError> {
-        if let Some(conn) = self.conn.lock().ok().and_then(|c| c.clone()) {
+        if let Some(conn) = self.link.conn.lock().ok().and_then(|c| c.clone()) {
             return Ok(conn);
         }
-        let conn = self.client.get_multiplexed_async_connection().await?;
-        if let Ok(mut slot) = self.conn.lock() {
+        let conn = self.link.client.get_multiplexed_async_connection().await?;
+        if let Ok(mut slot) = self.link.conn.lock() {
             *slot = Some(conn.clone());
         }
         Ok(conn)
@@ -306,7 +335,8 @@ impl RedisStore {
     async fn run_once(&self, kind: ScriptKind, args: &[String]) -> Result<Reply, StoreError> {
         let value = {
             let mut conn = self.connection().await.map_err(|e| self.failed(e))?;
-            self.scripts
+            self.link
+                .scripts
                 .run(&mut conn, kind, &self.key, args)
                 .await
                 .map_err(|e| self.failed(e))?

@@ -4,7 +4,7 @@ use std::collections::hash_map::RandomState;
 use std::fmt;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use breakerbox::model::TransitionReason;
@@ -17,6 +17,7 @@ use tokio::sync::{oneshot, Notify};
 use super::view::ViewCell;
 use super::{background, Inner, RedisBreaker};
 use crate::events::Stats;
+use crate::node::{RedisNode, Subscriber};
 use crate::options::{Backoff, Fallback, Mode};
 use crate::store::{RedisStore, StoreOptions};
 
@@ -48,6 +49,7 @@ impl std::error::Error for BuildError {}
 /// Builds a [`RedisBreaker`]. Start with [`RedisBreaker::builder`].
 pub struct RedisBreakerBuilder<C = MonotonicClock> {
     url: String,
+    node: Option<RedisNode>,
     client: Option<redis::Client>,
     name: String,
     config: Option<Config>,
@@ -65,6 +67,7 @@ impl RedisBreakerBuilder<MonotonicClock> {
     pub(crate) fn new(url: String, name: String) -> Self {
         RedisBreakerBuilder {
             url,
+            node: None,
             client: None,
             name,
             config: None,
@@ -77,6 +80,15 @@ impl RedisBreakerBuilder<MonotonicClock> {
             listeners: Vec::new(),
             jitter: None,
         }
+    }
+}
+
+impl RedisBreakerBuilder<MonotonicClock> {
+    /// A builder for a breaker on `node`'s connection and subscription.
+    pub(crate) fn on_node(node: RedisNode, name: String) -> Self {
+        let mut builder = RedisBreakerBuilder::new(String::new(), name);
+        builder.node = Some(node);
+        builder
     }
 }
 
@@ -165,6 +177,7 @@ impl<C: Clock + Clone> RedisBreakerBuilder<C> {
     pub fn clock<C2: Clock + Clone>(self, clock: C2) -> RedisBreakerBuilder<C2> {
         RedisBreakerBuilder {
             url: self.url,
+            node: self.node,
             client: self.client,
             name: self.name,
             config: self.config,
@@ -191,16 +204,53 @@ impl<C: Clock + Clone> RedisBreakerBuilder<C> {
     /// (each bounded by the timeout). If Redis is unreachable the breaker starts on its
     /// fallback.
     pub async fn build(self) -> Result<RedisBreaker<C>, BuildError> {
+        let own_channel = self.node.is_none();
+        let inner = self.assemble()?;
+        inner.refresh().await;
+        if own_channel {
+            let (ready_tx, ready_rx) = oneshot::channel();
+            tokio::spawn(background::listen(Arc::downgrade(&inner), Some(ready_tx)));
+            if !inner.is_down() {
+                let wait = inner.store.timeout().max(Duration::from_millis(500));
+                let _ = tokio::time::timeout(wait, ready_rx).await;
+            }
+        }
+        Ok(RedisBreaker { inner })
+    }
+
+    /// Builds the breaker without waiting for anything: on a [`RedisNode`] (whose
+    /// subscription it joins), or with a runtime current. The state is read by the first
+    /// acquire (or the first refresh), so the first call costs a round trip. What a
+    /// registry uses to make breakers on demand.
+    pub fn build_now(self) -> Result<RedisBreaker<C>, BuildError> {
+        let own_channel = self.node.is_none();
+        let inner = self.assemble()?;
+        if own_channel {
+            tokio::spawn(background::listen(Arc::downgrade(&inner), None));
+        }
+        inner.request_refresh();
+        Ok(RedisBreaker { inner })
+    }
+
+    /// Everything but the first read: the store, the fallback, the view, and the tasks
+    /// (the flush/refresh loop; the node's subscription for a node's breaker).
+    fn assemble(self) -> Result<Arc<Inner<C>>, BuildError> {
         let config = match self.config {
             Some(config) => config,
             None => Config::builder().build().map_err(BuildError::Config)?,
         };
-        tokio::runtime::Handle::try_current().map_err(|_| BuildError::NoRuntime)?;
-        let client = match self.client {
-            Some(client) => client,
-            None => redis::Client::open(self.url.as_str()).map_err(BuildError::Url)?,
+        let runtime = match &self.node {
+            Some(node) => node.runtime().clone(),
+            None => tokio::runtime::Handle::try_current().map_err(|_| BuildError::NoRuntime)?,
         };
-        let store = RedisStore::new(client, &self.name, &config, &self.store);
+        let store = match (&self.node, self.client) {
+            (Some(node), _) => RedisStore::over(node.link(), &self.name, &config, &self.store),
+            (None, Some(client)) => RedisStore::new(client, &self.name, &config, &self.store),
+            (None, None) => {
+                let client = redis::Client::open(self.url.as_str()).map_err(BuildError::Url)?;
+                RedisStore::new(client, &self.name, &config, &self.store)
+            }
+        };
         let local_trip: Arc<Mutex<Option<&'static str>>> = Arc::new(Mutex::new(None));
         let trip_log = local_trip.clone();
         let local = CircuitBreaker::builder()
@@ -251,15 +301,13 @@ impl<C: Clock + Clone> RedisBreakerBuilder<C> {
             listeners: self.listeners,
             stats: Stats::default(),
             last_news: AtomicU64::new(0),
+            node: self.node.clone(),
         });
-        inner.refresh().await;
-        let (ready_tx, ready_rx) = oneshot::channel();
-        tokio::spawn(background::listen(Arc::downgrade(&inner), Some(ready_tx)));
-        tokio::spawn(background::run(Arc::downgrade(&inner), wake));
-        if !inner.is_down() {
-            let wait = inner.store.timeout().max(Duration::from_millis(500));
-            let _ = tokio::time::timeout(wait, ready_rx).await;
+        if let Some(node) = &self.node {
+            let weak: Weak<dyn Subscriber> = Arc::downgrade(&inner) as Weak<dyn Subscriber>;
+            node.register(inner.store.channel(), weak);
         }
-        Ok(RedisBreaker { inner })
+        runtime.spawn(background::run(Arc::downgrade(&inner), wake));
+        Ok(inner)
     }
 }

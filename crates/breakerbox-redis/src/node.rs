@@ -1,0 +1,245 @@
+//! [`RedisNode`]: one process's link to a Redis shared by any number of breakers.
+
+use std::collections::HashMap;
+use std::fmt::Display;
+use std::hash::Hash;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Duration;
+
+use breakerbox::{Config, ConfigError, MonotonicClock, Registry};
+use futures_util::StreamExt;
+
+use crate::breaker::{BuildError, RedisBreaker, RedisBreakerBuilder};
+use crate::options::Backoff;
+use crate::store::Link;
+
+/// Breakers of one node hear about their channel's messages through this.
+pub(crate) trait Subscriber: Send + Sync {
+    /// A message on the breaker's channel.
+    fn on_message(&self, payload: &str);
+    /// The subscription was (re)established: messages may have been missed.
+    fn on_subscribed(&self);
+}
+
+/// The subscribers of one node, by channel.
+type Subscribers = Mutex<HashMap<String, Weak<dyn Subscriber>>>;
+
+/// One process's link to a Redis: one multiplexed connection and one pub/sub
+/// subscription, shared by every breaker made from it, however many there are. Use it
+/// when a process guards many dependencies with shared breakers (one per host, per
+/// tenant): [`RedisNode::registry`] makes them on demand, and evicts idle ones.
+///
+/// ```no_run
+/// use breakerbox::Config;
+/// use breakerbox_redis::RedisNode;
+///
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let node = RedisNode::connect("redis://127.0.0.1:6379/")?;
+/// let template = Config::builder().consecutive_failures(5).build()?;
+/// let hosts = node.registry::<String>(template, 1024)?;
+/// let api = hosts.get(&"api.example.com:443".to_string())?; // shared by every process
+/// # let _ = api;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct RedisNode {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    link: Arc<Link>,
+    subscribers: Subscribers,
+    listening: AtomicBool,
+    runtime: tokio::runtime::Handle,
+    backoff: Backoff,
+}
+
+impl std::fmt::Debug for RedisNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisNode")
+            .field("breakers", &self.breakers())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisNode {
+    /// A node for the Redis at `url` (`redis://`, `rediss://` with the `tls` feature).
+    /// Nothing is sent yet; needs a tokio runtime (the node's tasks run on it).
+    pub fn connect(url: &str) -> Result<RedisNode, BuildError> {
+        let client = redis::Client::open(url).map_err(BuildError::Url)?;
+        RedisNode::with_client(client)
+    }
+
+    /// A node over a ready client (a private CA, a client certificate).
+    pub fn with_client(client: redis::Client) -> Result<RedisNode, BuildError> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| BuildError::NoRuntime)?;
+        Ok(RedisNode {
+            shared: Arc::new(Shared {
+                link: Arc::new(Link::new(client)),
+                subscribers: Mutex::new(HashMap::new()),
+                listening: AtomicBool::new(false),
+                runtime,
+                backoff: Backoff::default(),
+            }),
+        })
+    }
+
+    /// A builder for the breaker `name` on this node's connection and subscription
+    /// (every option of [`RedisBreaker::builder`] applies).
+    pub fn breaker(&self, name: impl Into<String>) -> RedisBreakerBuilder {
+        RedisBreakerBuilder::on_node(self.clone(), name.into())
+    }
+
+    /// A registry of breakers per key, made on demand from `template` on this node: each
+    /// key's breaker is shared by every process that names it, idle ones are evicted
+    /// when the registry is full, and abandoned keys expire in Redis (after 24 h).
+    pub fn registry<K: Hash + Eq + Clone + Display>(
+        &self,
+        template: Config,
+        capacity: usize,
+    ) -> Result<Registry<K, RedisBreaker>, ConfigError> {
+        self.registry_with(template, capacity, |builder| builder)
+    }
+
+    /// Like [`RedisNode::registry`], each breaker's builder adjusted by `adjust` (a
+    /// prefix, a mode, a fallback).
+    pub fn registry_with<K: Hash + Eq + Clone + Display>(
+        &self,
+        template: Config,
+        capacity: usize,
+        adjust: impl Fn(RedisBreakerBuilder) -> RedisBreakerBuilder + Send + Sync + 'static,
+    ) -> Result<Registry<K, RedisBreaker>, ConfigError> {
+        // Refused here, once, rather than by every breaker made later.
+        breakerbox::CircuitBreaker::from_config(template.clone())?;
+        let node = self.clone();
+        Ok(Registry::with_factory(
+            capacity,
+            MonotonicClock,
+            move |name, listeners| {
+                let mut builder = adjust(node.breaker(name).config(template.clone()));
+                for listener in listeners {
+                    builder = builder.shared_listener(listener.clone());
+                }
+                builder.build_now().map_err(|error| match error {
+                    BuildError::Config(error) => error,
+                    other => ConfigError::new("redis", other, "a usable redis breaker"),
+                })
+            },
+        ))
+    }
+
+    /// How many live breakers this node serves.
+    pub fn breakers(&self) -> usize {
+        self.shared
+            .subscribers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .filter(|s| s.strong_count() > 0)
+            .count()
+    }
+
+    pub(crate) fn link(&self) -> Arc<Link> {
+        self.shared.link.clone()
+    }
+
+    pub(crate) fn runtime(&self) -> &tokio::runtime::Handle {
+        &self.shared.runtime
+    }
+
+    /// Delivers `channel`'s messages to `subscriber` (and forgets breakers that are gone).
+    pub(crate) fn register(&self, channel: &str, subscriber: Weak<dyn Subscriber>) {
+        {
+            let mut subscribers = self
+                .shared
+                .subscribers
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            subscribers.retain(|_, s| s.strong_count() > 0);
+            subscribers.insert(channel.to_string(), subscriber);
+        }
+        if !self.shared.listening.swap(true, Ordering::AcqRel) {
+            let weak = Arc::downgrade(&self.shared);
+            self.shared.runtime.spawn(listen(weak));
+        }
+    }
+}
+
+impl Shared {
+    fn deliver(&self, channel: &str, payload: &str) {
+        let subscriber = self
+            .subscribers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(channel)
+            .and_then(Weak::upgrade);
+        if let Some(subscriber) = subscriber {
+            subscriber.on_message(payload);
+        }
+    }
+
+    fn subscribed(&self) {
+        let all: Vec<Arc<dyn Subscriber>> = self
+            .subscribers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .filter_map(Weak::upgrade)
+            .collect();
+        for subscriber in all {
+            subscriber.on_subscribed();
+        }
+    }
+}
+
+/// The node's one subscription (every breaker channel, `*:events`), reconnecting with
+/// backoff; ends when the node and its breakers are gone.
+async fn listen(weak: Weak<Shared>) {
+    let mut delay: Option<Duration> = None;
+    let mut first = true;
+    loop {
+        let Some((client, backoff)) = weak.upgrade().map(|s| (s.link.client().clone(), s.backoff))
+        else {
+            return;
+        };
+        let timeout = Duration::from_millis(500);
+        if let Ok(Ok(mut pubsub)) = tokio::time::timeout(timeout, client.get_async_pubsub()).await {
+            if let Ok(Ok(())) = tokio::time::timeout(timeout, pubsub.psubscribe("*:events")).await {
+                delay = None;
+                if !first {
+                    if let Some(shared) = weak.upgrade() {
+                        shared.subscribed();
+                    }
+                }
+                first = false;
+                let mut stream = pubsub.into_on_message();
+                loop {
+                    tokio::select! {
+                        message = stream.next() => match message {
+                            Some(message) => {
+                                let Some(shared) = weak.upgrade() else { return };
+                                if let Ok(payload) = message.get_payload::<String>() {
+                                    shared.deliver(message.get_channel_name(), &payload);
+                                }
+                            }
+                            None => break,
+                        },
+                        _ = tokio::time::sleep(Duration::from_millis(500)) => {
+                            if weak.strong_count() == 0 {
+                                return;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let next = match delay {
+            None => backoff.min,
+            Some(d) => (d * 2).min(backoff.max),
+        };
+        delay = Some(next);
+        tokio::time::sleep(next).await;
+    }
+}

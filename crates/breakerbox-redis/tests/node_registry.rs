@@ -1,0 +1,160 @@
+//! Breakers per key shared by every process through one [`RedisNode`] per process: one
+//! connection and one subscription whatever the number of breakers, breakers made on
+//! demand, idle ones evicted, a trip on one node seen by the others.
+
+#![allow(clippy::unwrap_used)] // tests unwrap
+// Tests measure real elapsed time against real servers.
+#![allow(clippy::disallowed_methods)]
+
+#[path = "support/redis_server.rs"]
+mod redis_server;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use breakerbox::contract::{Breaker, BreakerPermit};
+use breakerbox::{Config, Event, EventKind, Phase, Registry, RegistryFull};
+use breakerbox_redis::{RedisBreaker, RedisNode};
+use redis_server::RedisServer;
+
+fn template() -> Config {
+    Config::builder()
+        .consecutive_failures(3)
+        .recovery_timeout(Duration::from_secs(30))
+        .build()
+        .unwrap()
+}
+
+async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Connections the server holds, not counting the one asking.
+fn clients(server: &RedisServer) -> usize {
+    let list = server.command(&["CLIENT", "LIST"]).unwrap();
+    list.lines().filter(|l| !l.is_empty()).count() - 1
+}
+
+async fn registry(server: &RedisServer) -> (RedisNode, Registry<String, RedisBreaker>) {
+    let node = RedisNode::connect(&server.url()).unwrap();
+    let registry = node
+        .registry_with(template(), 64, |b| b.prefix("node-test:"))
+        .unwrap();
+    (node, registry)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_breakers_share_one_connection_and_one_subscription() {
+    let server = RedisServer::start();
+    let (node, registry) = registry(&server).await;
+    for host in 0..40 {
+        let breaker = registry.get(&format!("host-{host}:443")).unwrap();
+        let permit = breaker.acquire_now_or_later().await.unwrap();
+        permit.success().await;
+    }
+    assert_eq!(registry.len(), 40);
+    assert_eq!(node.breakers(), 40);
+    for (_, breaker) in registry.breakers() {
+        breaker.flush().await;
+    }
+    assert_eq!(
+        clients(&server),
+        2,
+        "one multiplexed connection and one pub/sub"
+    );
+    let patterns = server.command(&["PUBSUB", "NUMPAT"]).unwrap();
+    assert_eq!(patterns.trim().trim_start_matches(':'), "1");
+    let number = |reply: Option<String>| -> i64 {
+        reply
+            .unwrap()
+            .trim()
+            .trim_start_matches(':')
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(number(server.command(&["DBSIZE"])), 40, "one hash per host");
+    let ttl = number(server.command(&["PTTL", "node-test:{host-0:443}"]));
+    assert!(ttl > 0, "abandoned keys expire (pttl {ttl})");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trip_through_one_node_is_seen_by_another_without_sending() {
+    let server = RedisServer::start();
+    let (_a_node, a) = registry(&server).await;
+    let (_b_node, b) = registry(&server).await;
+    let key = "payments.example.com:443".to_string();
+    let b_breaker = b.get(&key).unwrap();
+    // B knows the breaker (closed) before A trips it.
+    b_breaker
+        .acquire_now_or_later()
+        .await
+        .unwrap()
+        .success()
+        .await;
+    let a_breaker = a.get(&key).unwrap();
+    for _ in 0..3 {
+        let permit = a_breaker.acquire_now_or_later().await.unwrap();
+        permit.failure().await;
+    }
+    a_breaker.flush().await;
+    wait_for("node b to see the trip", || {
+        b_breaker.phase() == Phase::Open
+    })
+    .await;
+    let before = server.total_command_calls();
+    for _ in 0..100 {
+        let rejected = b_breaker.acquire_now_or_later().await.unwrap_err();
+        assert_eq!(rejected.phase(), Phase::Open);
+    }
+    // INFO itself is counted once between the two readings.
+    assert!(server.total_command_calls() - before <= 1);
+    // Another key is untouched.
+    let other = b.get(&"search.example.com:443".to_string()).unwrap();
+    assert!(other.acquire_now_or_later().await.is_ok());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_breakers_are_evicted_and_open_ones_kept() {
+    let server = RedisServer::start();
+    let node = RedisNode::connect(&server.url()).unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let registry = node
+        .registry_with(template(), 2, |b| b.prefix("evict:"))
+        .unwrap()
+        .with_listener(Arc::new(move |event: &Event<'_>| {
+            if let EventKind::Transition(t) = &event.kind {
+                log.lock().unwrap().push((event.breaker.to_string(), t.to));
+            }
+        }));
+    let dead = registry.get(&"dead".to_string()).unwrap();
+    for _ in 0..3 {
+        dead.acquire_now_or_later().await.unwrap().failure().await;
+    }
+    dead.flush().await;
+    wait_for("the trip", || dead.phase() == Phase::Open).await;
+    drop(dead);
+    // The listener saw the trip: the registry's listeners reach node breakers.
+    assert!(seen
+        .lock()
+        .unwrap()
+        .contains(&("dead".to_string(), Phase::Open)));
+    let first = registry.get(&"first".to_string()).unwrap();
+    first.acquire_now_or_later().await.unwrap().success().await;
+    first.flush().await;
+    drop(first);
+    // Full: "first" is idle and goes; "dead" is open and stays.
+    let second = registry.get(&"second".to_string()).unwrap();
+    let names: Vec<String> = registry.breakers().into_iter().map(|(k, _)| k).collect();
+    assert_eq!(names, ["dead", "second"]);
+    // Held and open: nothing can go.
+    let full = registry.get(&"third".to_string()).unwrap_err();
+    assert_eq!(full, RegistryFull { capacity: 2 });
+    drop(second);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(registry.get(&"third".to_string()).is_ok());
+}
