@@ -96,8 +96,8 @@ fn the_exchange_agrees_with_judge_response_for_every_answered_case() {
         };
         let judge = case.http_judge();
         let status = StatusCode::from_u16(status).unwrap();
-        let read = (judge.wants_body(status) && body.len() <= judge.body_cap())
-            .then_some(body.as_bytes());
+        let read =
+            (judge.wants_body(status) && body.len() <= judge.body_cap()).then_some(body.as_bytes());
         let whole = judge.judge_response(
             status,
             &headers(pairs),
@@ -119,7 +119,12 @@ fn the_recorded_latency_is_the_time_to_the_head() {
         .unwrap();
     let mut exchange = judge.exchange(false);
     let asked = exchange.on_head(StatusCode::OK, &HeaderMap::new(), Duration::from_millis(40));
-    assert_eq!(asked, AfterHead::ReadBody { cap: judge.body_cap() });
+    assert_eq!(
+        asked,
+        AfterHead::ReadBody {
+            cap: judge.body_cap()
+        }
+    );
     let judgement = exchange.on_body(Some(b"{\"code\":\"none\"}"));
     assert_eq!(judgement.verdict, Verdict::Success);
     assert_eq!(exchange.latency(), Duration::from_millis(40));
@@ -127,7 +132,10 @@ fn the_recorded_latency_is_the_time_to_the_head() {
 
 #[test]
 fn a_body_error_after_a_head_that_needed_no_body_is_still_a_failure_with_the_head_hint() {
-    let judge = HttpJudge::builder().honor_retry_after(true).build().unwrap();
+    let judge = HttpJudge::builder()
+        .honor_retry_after(true)
+        .build()
+        .unwrap();
     let mut exchange = judge.exchange(false);
     let head = exchange.on_head(
         StatusCode::SERVICE_UNAVAILABLE,
