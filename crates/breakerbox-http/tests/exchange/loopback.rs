@@ -111,30 +111,43 @@ async fn play(mut stream: TcpStream, upstream: Upstream) {
     let _ = stream.shutdown().await;
 }
 
-/// A breaker for `case`: never tripped by the calls of a normal case (its window only
-/// counts them), or, for a probe case, half-open and waiting for exactly one probe.
-pub async fn breaker_for(case: &Case) -> CircuitBreaker {
-    if !case.probe {
-        let config = Config::builder()
+/// The breaker config for `case`: a normal case never trips (the window only counts its
+/// call); a probe case trips on one failure and recovers quickly, for one probe.
+pub fn config_for(case: &Case) -> Config {
+    let builder = if case.probe {
+        Config::builder()
+            .consecutive_failures(1)
+            .recovery_timeout(RECOVERY)
+            .max_probes(1)
+            .required_successes(1)
+    } else {
+        Config::builder()
             .count_window(100)
             .min_calls(100)
             .failure_rate(1.0)
-            .build()
-            .unwrap();
-        return CircuitBreaker::builder().config(config).build().unwrap();
+    };
+    builder.build().unwrap()
+}
+
+const RECOVERY: Duration = Duration::from_millis(50);
+
+/// Readies `breaker` (built from [`config_for`]) for `case`: for a probe case, trips it
+/// and waits until it lets one probe through.
+pub async fn ready_for(case: &Case, breaker: &CircuitBreaker) {
+    if case.probe {
+        breaker.try_acquire().unwrap().record(Verdict::Failure);
+        assert_eq!(breaker.phase(), Phase::Open);
+        tokio::time::sleep(RECOVERY + Duration::from_millis(20)).await;
     }
-    let recovery = Duration::from_millis(50);
-    let config = Config::builder()
-        .consecutive_failures(1)
-        .recovery_timeout(recovery)
-        .max_probes(1)
-        .required_successes(1)
+}
+
+/// A breaker for `case`, ready for it ([`config_for`], [`ready_for`]).
+pub async fn breaker_for(case: &Case) -> CircuitBreaker {
+    let breaker = CircuitBreaker::builder()
+        .config(config_for(case))
         .build()
         .unwrap();
-    let breaker = CircuitBreaker::builder().config(config).build().unwrap();
-    breaker.try_acquire().unwrap().record(Verdict::Failure);
-    assert_eq!(breaker.phase(), Phase::Open);
-    tokio::time::sleep(recovery + Duration::from_millis(20)).await;
+    ready_for(case, &breaker).await;
     breaker
 }
 
