@@ -8,7 +8,6 @@
 #[path = "../../breakerbox-http/tests/exchange/cases.rs"]
 mod cases;
 #[path = "support/proxy_harness.rs"]
-#[allow(dead_code)]
 mod harness;
 
 use std::fmt::Write as _;
