@@ -127,31 +127,29 @@ where
                     };
                     let (mut parts, body) = response.into_parts();
                     let latency = ticket.admission.latency();
-                    let judgement =
-                        match ticket
-                            .exchange
-                            .on_head(parts.status, &parts.headers, latency)
-                        {
-                            AfterHead::Judged(judgement) => judgement,
-                            AfterHead::ReadBody { cap }
-                                if body.size_hint().lower() > cap as u64 =>
-                            {
-                                ticket.exchange.on_body(None)
-                            }
-                            AfterHead::ReadBody { cap } => {
-                                state.set(State::Reading {
-                                    reading: Some(Reading {
-                                        parts,
-                                        body: Box::pin(body),
-                                        frames: VecDeque::new(),
-                                        len: 0,
-                                        cap,
-                                        ticket,
-                                    }),
-                                });
-                                continue;
-                            }
-                        };
+                    let head = ticket
+                        .exchange
+                        .on_head(parts.status, &parts.headers, latency);
+                    let judgement = match head {
+                        AfterHead::Judged(judgement) => judgement,
+                        // Bigger than the cap by its declared length: judged without it.
+                        AfterHead::ReadBody { cap } if body.size_hint().lower() > cap as u64 => {
+                            ticket.exchange.on_body(None)
+                        }
+                        AfterHead::ReadBody { cap } => {
+                            state.set(State::Reading {
+                                reading: Some(Reading {
+                                    parts,
+                                    body: Box::pin(body),
+                                    frames: VecDeque::new(),
+                                    len: 0,
+                                    cap,
+                                    ticket,
+                                }),
+                            });
+                            continue;
+                        }
+                    };
                     ticket.record(&judgement);
                     parts.extensions.insert(judgement);
                     state.set(State::Done);
