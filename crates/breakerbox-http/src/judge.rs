@@ -160,10 +160,29 @@ impl HttpJudge {
     /// Judges a response. `body` holds the body when it was read (at most
     /// [`HttpJudge::body_cap`] bytes); `None` when it was not read, was bigger than the cap
     /// or could not be read: the response is then judged without it.
+    ///
+    /// This judges a whole exchange in one call; adapters that do I/O drive an
+    /// [`Exchange`](crate::Exchange) instead ([`HttpJudge::exchange`]), which reads the
+    /// body only when a rule needs it and settles latency and body errors the same way
+    /// for every adapter.
     pub fn judge_response(
         &self,
         status: StatusCode,
         headers: &HeaderMap,
+        body: Option<&[u8]>,
+        latency: Duration,
+        probe: bool,
+    ) -> Judgement {
+        let retry_after = self.retry_hint(status, headers);
+        self.judge_parts(status, retry_after, body, latency, probe)
+    }
+
+    /// The judgement of a response from what the judge keeps of its head (status and
+    /// retry hint), its body if read, and its latency.
+    pub(crate) fn judge_parts(
+        &self,
+        status: StatusCode,
+        retry_after: Option<Duration>,
         body: Option<&[u8]>,
         latency: Duration,
         probe: bool,
@@ -191,13 +210,22 @@ impl HttpJudge {
                 }
             }
         }
-        if self.honor_retry_after && (code == 429 || code == 503) {
-            judgement.retry_after = retry_after(headers);
-        }
+        judgement.retry_after = retry_after;
         judgement
     }
 
-    /// Judges a call that got no usable response: always a failure.
+    /// The server's `Retry-After` on a 429 or 503, when the judge honours it.
+    pub(crate) fn retry_hint(&self, status: StatusCode, headers: &HeaderMap) -> Option<Duration> {
+        let code = status.as_u16();
+        if self.honor_retry_after && (code == 429 || code == 503) {
+            retry_after(headers)
+        } else {
+            None
+        }
+    }
+
+    /// Judges a call that got no usable response: always a failure, with the error's
+    /// reason ([`TransportError::reason`]).
     pub fn judge_transport(&self, error: TransportError, _latency: Duration) -> Judgement {
         Judgement::new(Verdict::Failure, error.reason())
     }
@@ -209,6 +237,21 @@ impl HttpJudge {
         self.business
             .as_ref()
             .is_some_and(|rule| rule.applies_to(status.as_u16()))
+    }
+
+    /// Whether any rule may need a response body (business codes are configured). When
+    /// false, every exchange is judged from its head.
+    #[inline]
+    pub fn reads_bodies(&self) -> bool {
+        self.business.is_some()
+    }
+
+    /// Starts judging one exchange, as a half-open probe when `probe` is true: the
+    /// sans-IO state object every adapter drives (head, then the body only if a rule
+    /// needs it). See [`Exchange`](crate::Exchange).
+    #[inline]
+    pub fn exchange(&self, probe: bool) -> crate::Exchange<&HttpJudge> {
+        crate::Exchange::new(self, probe)
     }
 
     /// How many bytes of body to read at most (default 64 KiB).

@@ -57,39 +57,3 @@ impl fmt::Display for Judgement {
         Ok(())
     }
 }
-
-/// Why no usable response arrived. Every kind is judged [`Verdict::Failure`]: the
-/// dependency (or the path to it) did not do its job.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum TransportError {
-    /// The connection could not be made (refused, unreachable, DNS failure).
-    Connect,
-    /// The connection was reset or closed while the request was in flight.
-    Reset,
-    /// The request took longer than the client allowed.
-    Timeout,
-    /// The server closed the connection without sending a response.
-    NoResponse,
-    /// Any other transport failure (protocol error, broken body...).
-    Other,
-}
-
-impl TransportError {
-    /// The reason given in the [`Judgement`].
-    pub const fn reason(self) -> &'static str {
-        match self {
-            TransportError::Connect => "transport: connect failed",
-            TransportError::Reset => "transport: connection reset",
-            TransportError::Timeout => "timeout",
-            TransportError::NoResponse => "transport: no response",
-            TransportError::Other => "transport: error",
-        }
-    }
-}
-
-impl fmt::Display for TransportError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.reason())
-    }
-}

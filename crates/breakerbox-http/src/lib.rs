@@ -38,21 +38,38 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! ## Judging an exchange
+//!
+//! Adapters drive an [`Exchange`] ([`HttpJudge::exchange`]): the head first, the body
+//! only when a rule needs it, a body error or a transport error as a failure with its
+//! reason. It fixes the two choices every adapter used to make on its own: latency is
+//! the time to the response head from admission, and a body that fails after its head
+//! is a failure (`transport: body read failed`). Transport errors are classified by one
+//! function ([`TransportError::classify`]).
+//!
 //! ## Features
 //!
-//! This crate has no optional features; it pulls no async runtime or TLS of its own.
+//! | Feature | Default | What it does |
+//! |---------|---------|--------------|
+//! | `hyper` | off | [`TransportError::classify`] also recognises `hyper::Error` (an incomplete message or closed connection is [`TransportError::NoResponse`], a timeout [`TransportError::Timeout`]). Pulls hyper without its features (tokio's sync primitives, no runtime). |
+//!
+//! Without features the crate pulls no async runtime, no I/O and no TLS.
 
 mod business;
 mod config;
 mod duration;
 mod error;
+mod exchange;
 mod judge;
 mod judgement;
 mod status;
+mod transport;
 
 pub use config::{BusinessConfig, HttpJudgeConfig};
 pub use duration::{parse_duration, HumanDuration};
 pub use error::HttpJudgeError;
+pub use exchange::{AfterHead, Exchange};
 pub use judge::{HttpJudge, HttpJudgeBuilder, DEFAULT_BODY_CAP};
-pub use judgement::{Judgement, TransportError};
+pub use judgement::Judgement;
 pub use status::StatusSelector;
+pub use transport::TransportError;

@@ -12,7 +12,7 @@ mod redis_server;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use breakerbox::contract::{Breaker, BreakerPermit};
+use breakerbox::contract::Breaker;
 use breakerbox::{Config, Event, EventKind, Phase, Registry, RegistryFull};
 use breakerbox_redis::{RedisBreaker, RedisNode};
 use redis_server::RedisServer;

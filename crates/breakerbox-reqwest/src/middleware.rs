@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use breakerbox::contract::{Breaker, BreakerPermit};
 use breakerbox::{CircuitBreaker, CircuitOpen, Clock, Config, ConfigError, Registry};
-use breakerbox_http::HttpJudge;
+use breakerbox_http::{AfterHead, HttpJudge};
 use http::Extensions;
 use reqwest_middleware::{Middleware, Next};
 
@@ -20,13 +20,15 @@ pub type KeyFn = Arc<dyn Fn(&reqwest::Request) -> String + Send + Sync>;
 /// A circuit breaker per host (or per key) for a `reqwest_middleware` client.
 ///
 /// For each request: ask the key's breaker for a permit (rejecting with
-/// [`breakerbox::CircuitOpen`], without I/O, when it is open), send, measure the latency
-/// with the breaker's clock, read the body up to the judge's cap only when the judge wants
-/// it, judge, record, and hand the caller the unchanged response with the
-/// [`breakerbox_http::Judgement`] in its extensions.
+/// [`breakerbox::CircuitOpen`], without I/O, when it is open), send, and drive one
+/// [`breakerbox_http::Exchange`], as tower and the proxy do: judge the head, read the body
+/// up to the judge's cap only when a rule needs it, record, and hand the caller the
+/// unchanged response with the [`breakerbox_http::Judgement`] in its extensions.
 ///
-/// Latency is the time to the response head, read from the breaker's clock. If reading the
-/// body for the judge fails, `send()` returns that error and the call counts as a failure.
+/// Latency is the time to the response head from admission, read from the breaker's
+/// clock; reading the body for business codes does not count. If reading the body for the
+/// judge fails, `send()` returns that error and the call is a failure
+/// (`transport: body read failed`, or `timeout: body read`).
 ///
 /// When the registry is full (every breaker open, half-open or in use), a request to a new
 /// key goes through unprotected rather than failing: the registry refuses to forget what
@@ -124,38 +126,37 @@ impl<B: Breaker> Middleware for CircuitBreakerMiddleware<B> {
         let started = clock.now();
         let result = next.run(request, extensions).await;
         let latency = clock.now().saturating_sub(started).as_duration();
+        let mut exchange = self.judge.exchange(probe);
         match result {
             Ok(response) => {
-                let status = response.status();
-                let (mut response, body) = if self.judge.wants_body(status) {
-                    match peek(response, self.judge.body_cap()).await {
-                        Ok(peeked) => (peeked.response, peeked.body),
+                let head = exchange.on_head(response.status(), response.headers(), latency);
+                let (mut response, judgement) = match head {
+                    AfterHead::Judged(judgement) => (response, judgement),
+                    AfterHead::ReadBody { cap } => match peek(response, cap).await {
+                        Ok(peeked) => {
+                            let judgement = exchange.on_body(peeked.body.as_deref());
+                            (peeked.response, judgement)
+                        }
                         Err(error) => {
                             let error = reqwest_middleware::Error::Reqwest(error);
-                            let judgement =
-                                self.judge.judge_transport(transport_error(&error), latency);
+                            let judgement = exchange.on_body_error(transport_error(&error));
                             permit
                                 .record_with_retry_hint(
                                     judgement.verdict,
-                                    latency,
+                                    exchange.latency(),
                                     judgement.retry_after,
                                 )
                                 .await;
                             return Err(error);
                         }
-                    }
-                } else {
-                    (response, None)
+                    },
                 };
-                let judgement = self.judge.judge_response(
-                    status,
-                    response.headers(),
-                    body.as_deref(),
-                    latency,
-                    probe,
-                );
                 permit
-                    .record_with_retry_hint(judgement.verdict, latency, judgement.retry_after)
+                    .record_with_retry_hint(
+                        judgement.verdict,
+                        exchange.latency(),
+                        judgement.retry_after,
+                    )
                     .await;
                 response.extensions_mut().insert(judgement);
                 Ok(response)
@@ -165,9 +166,13 @@ impl<B: Breaker> Middleware for CircuitBreakerMiddleware<B> {
                     // An inner breaker said no: nothing was sent, nothing to judge.
                     drop(permit);
                 } else {
-                    let judgement = self.judge.judge_transport(transport_error(&error), latency);
+                    let judgement = exchange.on_transport_error(transport_error(&error), latency);
                     permit
-                        .record_with_retry_hint(judgement.verdict, latency, judgement.retry_after)
+                        .record_with_retry_hint(
+                            judgement.verdict,
+                            exchange.latency(),
+                            judgement.retry_after,
+                        )
                         .await;
                 }
                 Err(error)

@@ -12,7 +12,10 @@
 //! - HTTP form ([`CircuitBreakerLayer::http`]): responses are judged by a
 //!   [`breakerbox_http::HttpJudge`]: status rules, latency (with a stricter threshold for
 //!   half-open probes), and business error codes in the body, read up to a cap and handed
-//!   on unchanged ([`ReplayBody`]).
+//!   on unchanged ([`ReplayBody`]). Each call drives one [`breakerbox_http::Exchange`],
+//!   as reqwest and the proxy do: latency is the time to the response head, a body that
+//!   fails while read for judging is a failure, and the
+//!   [`breakerbox_http::Judgement`] goes in the response's extensions.
 //!
 //! ## Behaviour
 //!
@@ -65,7 +68,9 @@
 //!
 //! ## Features
 //!
-//! This crate has no optional features.
+//! | Feature | Default | What it does |
+//! |---------|---------|--------------|
+//! | `hyper` | off | A `hyper::Error` from the inner service is classified by its kind (an incomplete message is `transport: no response`, not `transport: error`); forwards `breakerbox-http/hyper`. |
 
 mod admission;
 pub mod error;

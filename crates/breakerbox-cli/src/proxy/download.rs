@@ -1,10 +1,13 @@
-//! An upstream's response body on its way to the client. The exchange is judged when the
-//! body ends, not at its head: a body cut short (`body truncated`) or not delivered within
-//! the upstream's time budget (`body timeout`) is a failure, and the client sees the cut.
-//! Only time spent waiting on the upstream is charged to it; a client that reads slowly
-//! is its own business. A body dropped before its end (the client went away) releases
-//! its permit unjudged.
+//! An upstream's response body on its way to the client. The exchange is judged at its
+//! head (latency is the time to the head), but recorded when the body ends: a body cut
+//! short (`body truncated`) or not delivered within the upstream's time budget
+//! (`body timeout`) is then a failure by the exchange's body-error rule
+//! (`transport: body read failed`, `timeout: body read`), and the client sees the cut.
+//! Only time spent waiting on the upstream is charged to its budget; a client that reads
+//! slowly is its own business. A body dropped before its end (the client went away)
+//! releases its permit unjudged.
 
+use std::borrow::Borrow;
 use std::collections::VecDeque;
 use std::future::Future as _;
 use std::pin::Pin;
@@ -12,11 +15,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use breakerbox::{Clock, MonotonicClock, Nanos, Verdict};
-use breakerbox_http::TransportError;
+use breakerbox::{Clock, MonotonicClock, Nanos};
+use breakerbox_http::{Exchange, HttpJudge, Judgement, TransportError};
 use bytes::Bytes;
-use http::header::{HeaderMap, RETRY_AFTER};
-use http::StatusCode;
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use tokio::time::Sleep;
@@ -104,75 +105,85 @@ impl Hold {
     }
 }
 
+/// The judge of upstream `slot`, reached through the worker thread's view, so holding it
+/// touches no reference count shared by every thread.
+pub struct UpstreamJudge {
+    worker: Arc<Worker>,
+    slot: usize,
+}
+
+impl UpstreamJudge {
+    /// The judge of upstream `slot` of `worker`'s proxy.
+    pub fn new(worker: Arc<Worker>, slot: usize) -> UpstreamJudge {
+        UpstreamJudge { worker, slot }
+    }
+}
+
+impl Borrow<HttpJudge> for UpstreamJudge {
+    fn borrow(&self) -> &HttpJudge {
+        &self.worker.proxy.upstreams[self.slot].config.judge
+    }
+}
+
 /// What judging an exchange at the end of its body needs.
 pub struct Outcome {
-    /// The worker thread (for the judge and the counters).
+    /// The worker thread (for the counters).
     pub worker: Arc<Worker>,
     /// The upstream's index.
     pub slot: usize,
     /// The permit, recorded (or released) once; nothing is judged without one.
     pub hold: Hold,
-    /// The response status.
-    pub status: StatusCode,
-    /// The response's `Retry-After`, for the judge's hint.
-    pub retry_after: HeaderMap,
+    /// The exchange, its head already judged ([`Exchange::on_head`]).
+    pub exchange: Exchange<UpstreamJudge>,
+    /// The head's judgement, when the head was enough; `None` while the body is wanted.
+    pub judged: Option<Judgement>,
     /// The client's upload, when it had a body: its faults and waits are not the upstream's.
     pub upload: Option<Arc<UploadState>>,
 }
 
 impl Outcome {
-    /// Keeps only the headers the judge reads from a response head.
-    pub fn hint_headers(headers: &HeaderMap) -> HeaderMap {
-        let mut hint = HeaderMap::new();
-        if let Some(v) = headers.get(RETRY_AFTER) {
-            hint.insert(RETRY_AFTER, v.clone());
-        }
-        hint
-    }
-
-    /// The body arrived whole (`body` holds it when it was read for judging).
-    pub fn complete(mut self, body: Option<&[u8]>, latency: Duration) {
+    /// The body arrived whole (`body` holds it when it was read for judging): the head's
+    /// judgement, or the body's when a rule wanted it.
+    pub fn complete(mut self, body: Option<&[u8]>) {
         let Some(ticket) = self.hold.take() else {
             return;
         };
-        let upstream = &self.worker.proxy.upstreams[self.slot];
-        let j = upstream.config.judge.judge_response(
-            self.status,
-            &self.retry_after,
-            body,
-            latency,
-            ticket.is_probe(),
-        );
-        self.record(ticket, j.verdict, latency, j.retry_after);
+        let judgement = match self.judged.take() {
+            Some(judgement) => judgement,
+            None => self.exchange.on_body(body),
+        };
+        self.record(ticket, judgement);
     }
 
-    /// The body failed; the client's fault (its upload failed) is not the upstream's.
-    pub fn fail(mut self, fault: &BodyFault, latency: Duration) {
+    /// The body failed: a failure by the exchange's body-error rule, even when its head
+    /// was judged already; the client's fault (its upload failed) is not the upstream's.
+    pub fn fail(mut self, fault: &BodyFault) {
         if self.upload.as_ref().is_some_and(|u| u.fault().is_some()) {
             return;
         }
         let Some(ticket) = self.hold.take() else {
             return;
         };
-        let upstream = &self.worker.proxy.upstreams[self.slot];
         let transport = match fault {
             BodyFault::Truncated => TransportError::Other,
             BodyFault::Timeout => TransportError::Timeout,
         };
-        let mut j = upstream.config.judge.judge_transport(transport, latency);
-        j.reason = fault.reason().into();
-        if let Some(s) = self.worker.proxy.recorder.stats(&upstream.config.name) {
-            s.upstream_error(fault.kind());
-        }
-        self.record(ticket, j.verdict, latency, j.retry_after);
-    }
-
-    fn record(&self, ticket: Ticket, verdict: Verdict, latency: Duration, hint: Option<Duration>) {
+        let judgement = self.exchange.on_body_error(transport);
         let name = &self.worker.proxy.upstreams[self.slot].config.name;
         if let Some(s) = self.worker.proxy.recorder.stats(name) {
-            s.call(verdict);
+            s.upstream_error(fault.kind());
         }
-        ticket.record_detached(verdict, latency, hint);
+        self.record(ticket, judgement);
+    }
+
+    /// Records `judgement` with the exchange's latency (the time to the head).
+    fn record(&self, ticket: Ticket, judgement: Judgement) {
+        let (verdict, hint) = (judgement.verdict, judgement.retry_after);
+        let name = &self.worker.proxy.upstreams[self.slot].config.name;
+        if let Some(s) = self.worker.proxy.recorder.stats(name) {
+            s.judged(judgement);
+        }
+        ticket.record_detached(verdict, self.exchange.latency(), hint);
     }
 }
 
@@ -237,15 +248,6 @@ impl Budget {
                 timer.as_mut().reset(deadline);
             }
         }
-    }
-
-    /// Time charged to the upstream for the whole exchange.
-    fn total(&self) -> Duration {
-        let client = self.upload.as_ref().map_or(Duration::ZERO, |u| {
-            u.client_time(self.clock.now())
-                .saturating_sub(self.client_at_head)
-        });
-        self.used.saturating_sub(client)
     }
 }
 
@@ -331,7 +333,7 @@ impl Download {
             lent.give_back();
         }
         if let Some(outcome) = self.outcome.take() {
-            outcome.complete(body, self.budget.total());
+            outcome.complete(body);
         }
     }
 
@@ -339,7 +341,7 @@ impl Download {
         // A connection with a broken body cannot carry another request.
         self.lent = None;
         if let Some(outcome) = self.outcome.take() {
-            outcome.fail(fault, self.budget.total());
+            outcome.fail(fault);
         }
     }
 

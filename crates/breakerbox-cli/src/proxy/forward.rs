@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use breakerbox_http::TransportError;
+use breakerbox_http::{AfterHead, Exchange, TransportError};
 use bytes::Bytes;
 use http::header::{self, Entry, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
@@ -14,7 +14,7 @@ use hyper::body::Incoming;
 
 use super::body::ProxyBody;
 use super::config::{Limits, UpstreamConfig};
-use super::download::{BodyFault, Download, Hold, Outcome};
+use super::download::{BodyFault, Download, Hold, Outcome, UpstreamJudge};
 use super::exchange::{self, Failed};
 use super::guard::Guard;
 use super::metrics::{Recorder, UpstreamError};
@@ -210,7 +210,9 @@ impl Proxy {
         }
         let outgoing = Request::from_parts(parts, body);
 
-        let judge = &upstream.config.judge;
+        // One exchange judges the call, as in tower and reqwest; the probe flag is the
+        // permit's, taken now (the exchange may give a probe permit back early).
+        let exchange = Exchange::new(UpstreamJudge::new(worker.clone(), slot), ticket.is_probe());
         // The exchange may give a probe permit back early (its client stalls): then
         // nothing is judged.
         let mut ticket = Some(ticket);
@@ -224,7 +226,7 @@ impl Proxy {
             &mut ticket,
         )
         .await;
-        let (verdict, response) = match sent {
+        let (judgement, response) = match sent {
             Err(Failed::Client(fault)) => {
                 // The client's doing: the permit goes back unjudged (a probe frees its slot).
                 drop(ticket);
@@ -234,18 +236,19 @@ impl Proxy {
                 return reply::client_fault(fault, name, &self.limits);
             }
             Err(Failed::Timeout) => {
+                let mut exchange = exchange;
                 let latency = self.limits.request_timeout;
-                let j = judge.judge_transport(TransportError::Timeout, latency);
+                let j = exchange.on_transport_error(TransportError::Timeout, latency);
                 if let Some(ticket) = ticket {
                     ticket
-                        .record_hinted(j.verdict, latency, j.retry_after)
+                        .record_hinted(j.verdict, exchange.latency(), j.retry_after)
                         .await;
                 }
                 if let Some(s) = stats {
                     s.upstream_error(UpstreamError::Timeout);
                 }
                 (
-                    j.verdict,
+                    j,
                     reply::error(
                         StatusCode::GATEWAY_TIMEOUT,
                         "upstream_timeout",
@@ -265,16 +268,17 @@ impl Proxy {
                 ));
             }
             Err(Failed::Upstream(error, latency)) => {
+                let mut exchange = exchange;
                 let (kind, transport) = match &error {
                     SendError::Connect(_) => (UpstreamError::Connect, TransportError::Connect),
-                    SendError::Http(_) | SendError::Race(_) => {
-                        (UpstreamError::Other, TransportError::Other)
+                    SendError::Http(e) | SendError::Race(e) => {
+                        (UpstreamError::Other, TransportError::classify(e))
                     }
                 };
-                let j = judge.judge_transport(transport, latency);
+                let j = exchange.on_transport_error(transport, latency);
                 if let Some(ticket) = ticket {
                     ticket
-                        .record_hinted(j.verdict, latency, j.retry_after)
+                        .record_hinted(j.verdict, exchange.latency(), j.retry_after)
                         .await;
                 }
                 if let Some(s) = stats {
@@ -282,7 +286,7 @@ impl Proxy {
                 }
                 let detail = error.to_string();
                 (
-                    j.verdict,
+                    j,
                     reply::error(
                         StatusCode::BAD_GATEWAY,
                         "bad_gateway",
@@ -292,13 +296,19 @@ impl Proxy {
                 )
             }
             Ok(head) => {
+                let mut exchange = exchange;
                 let (mut parts, incoming) = head.response.into_parts();
+                let (judged, read_up_to) =
+                    match exchange.on_head(parts.status, &parts.headers, head.latency) {
+                        AfterHead::Judged(judgement) => (Some(judgement), None),
+                        AfterHead::ReadBody { cap } => (None, Some(cap)),
+                    };
                 let outcome = Outcome {
                     worker: worker.clone(),
                     slot,
                     hold: Hold::new(ticket),
-                    status: parts.status,
-                    retry_after: Outcome::hint_headers(&parts.headers),
+                    exchange,
+                    judged,
                     upload,
                 };
                 let mut download = Download::new(
@@ -308,8 +318,8 @@ impl Proxy {
                     self.limits.request_timeout,
                     outcome,
                 );
-                let body = if judge.wants_body(parts.status) {
-                    match download.read_for_judging(judge.body_cap()).await {
+                let body = match read_up_to {
+                    Some(cap) => match download.read_for_judging(cap).await {
                         Ok(Some(all)) => ProxyBody::full(all),
                         Ok(None) => ProxyBody::Download(Box::new(download)),
                         Err(fault) => {
@@ -326,16 +336,15 @@ impl Proxy {
                                 Some(fault.reason()),
                             ));
                         }
-                    }
-                } else {
-                    ProxyBody::Download(Box::new(download))
+                    },
+                    None => ProxyBody::Download(Box::new(download)),
                 };
                 strip_hop_by_hop(&mut parts.headers);
                 return Ok(Response::from_parts(parts, body));
             }
         };
         if let Some(s) = stats {
-            s.call(verdict);
+            s.judged(judgement);
         }
         Ok(response)
     }

@@ -7,6 +7,7 @@ use std::sync::Mutex;
 
 use breakerbox::model::Transition;
 use breakerbox::{Clock, Event, EventKind, Listener, MonotonicClock, Nanos, Phase, Verdict};
+use breakerbox_http::Judgement;
 
 use super::upload::ClientFault;
 
@@ -22,6 +23,7 @@ pub struct Stats {
     upstream_errors: [AtomicU64; UpstreamError::ALL.len()],
     client_errors: [AtomicU64; CLIENT_FAULTS.len()],
     transitions: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
+    last: Mutex<Option<Judgement>>,
 }
 
 /// Why no response came from an upstream.
@@ -91,6 +93,21 @@ impl Stats {
     #[inline]
     pub fn call(&self, verdict: Verdict) {
         self.calls[verdict_index(verdict)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a forwarded call's judgement and keeps it as the last one seen (best
+    /// effort: skipped while another thread is storing its own).
+    #[inline]
+    pub fn judged(&self, judgement: Judgement) {
+        self.call(judgement.verdict);
+        if let Ok(mut last) = self.last.try_lock() {
+            *last = Some(judgement);
+        }
+    }
+
+    /// The judgement of the last forwarded call, if any.
+    pub fn last_judgement(&self) -> Option<Judgement> {
+        self.last.lock().ok()?.clone()
     }
 
     /// Counts a request answered 503 by the breaker.

@@ -48,6 +48,14 @@ pub async fn status(proxy: &Proxy) -> Value {
                 "failure": stats.calls(breakerbox::Verdict::Failure),
                 "ignore": stats.calls(breakerbox::Verdict::Ignore),
             });
+            entry["last_judgement"] = match stats.last_judgement() {
+                Some(j) => json!({
+                    "verdict": j.verdict.as_str(),
+                    "reason": j.reason,
+                    "retry_after_ms": j.retry_after.map(ms),
+                }),
+                None => Value::Null,
+            };
             entry["rejections"] = json!(stats.rejections());
             entry["stale_results"] = json!(stats.stale());
         }

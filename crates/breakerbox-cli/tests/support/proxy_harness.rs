@@ -31,6 +31,8 @@ pub struct Script {
     pub delay: Duration,
     /// How the answer goes wrong, if it does.
     pub fault: Fault,
+    /// Extra response headers.
+    pub headers: Vec<(String, String)>,
 }
 
 /// Ways the scripted upstream misbehaves.
@@ -87,6 +89,7 @@ impl Upstream {
             body: "ok".into(),
             delay: Duration::ZERO,
             fault: Fault::None,
+            headers: Vec::new(),
         }));
         let count = Arc::new(AtomicUsize::new(0));
         let last = Arc::new(Mutex::new(None));
@@ -125,6 +128,14 @@ impl Upstream {
         let mut s = self.script.lock().unwrap();
         s.status = status;
         s.body = body.to_string();
+    }
+
+    /// Adds these headers to every answer from now on (replacing earlier ones).
+    pub fn headers(&self, headers: &[(&str, &str)]) {
+        self.script.lock().unwrap().headers = headers
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
     }
 
     /// Waits `delay` before each answer from now on.
@@ -252,8 +263,13 @@ fn serve_connection(
         if !s.delay.is_zero() {
             thread::sleep(s.delay);
         }
+        let extra: String = s
+            .headers
+            .iter()
+            .map(|(k, v)| format!("{k}: {v}\r\n"))
+            .collect();
         let head = format!(
-            "HTTP/1.1 {} X\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nx-upstream: scripted\r\n\r\n",
+            "HTTP/1.1 {} X\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nx-upstream: scripted\r\n{extra}\r\n",
             s.status,
             s.body.len(),
         );

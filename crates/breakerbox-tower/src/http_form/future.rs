@@ -4,33 +4,32 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
 use breakerbox::contract::Breaker;
-use breakerbox_http::Judgement;
+use breakerbox_http::{AfterHead, Exchange, HttpJudge, Judgement, TransportError};
 use bytes::{Bytes, BytesMut};
 use http::response::Parts;
 use http_body::{Body, Frame};
 use pin_project_lite::pin_project;
 
 use super::body::{to_bytes, ReplayBody};
-use super::{transport_kind, Http};
+use super::Http;
 use crate::admission::Admission;
 use crate::error::{BoxError, Completed, Refusal};
 use crate::gate::Admitted;
 
-/// An admitted call and how to judge it.
+/// An admitted call and the exchange judging it.
 struct Ticket<C: Breaker> {
     admission: Admission<C>,
-    http: Http,
+    exchange: Exchange<Arc<HttpJudge>>,
 }
 
 impl<C: Breaker> Ticket<C> {
-    /// Judges with `judge_with` (given the latency and whether the call is a probe) and
-    /// records the verdict.
-    fn settle(self, judge_with: impl FnOnce(&Http, std::time::Duration, bool) -> Judgement) {
-        let latency = self.admission.latency();
-        let judgement = judge_with(&self.http, latency, self.admission.is_probe());
+    /// Records `judgement` with the exchange's latency (the time to the head).
+    fn record(self, judgement: &Judgement) {
+        let latency = self.exchange.latency();
         self.admission
             .record_hinted(judgement.verdict, latency, judgement.retry_after);
     }
@@ -42,6 +41,7 @@ struct Reading<B, C: Breaker> {
     body: Pin<Box<B>>,
     frames: VecDeque<Frame<Bytes>>,
     len: usize,
+    cap: usize,
     ticket: Ticket<C>,
 }
 
@@ -75,7 +75,10 @@ impl<F, B, C: Breaker> Admitted<F, C, Http> for HttpResponseFuture<F, B, C> {
         HttpResponseFuture {
             state: State::Calling {
                 future,
-                ticket: Some(Ticket { admission, http }),
+                ticket: Some(Ticket {
+                    exchange: http.exchange(admission.is_probe()),
+                    admission,
+                }),
             },
         }
     }
@@ -105,7 +108,7 @@ where
                 StateProj::Done => return Poll::Ready(Err(Box::new(Completed))),
                 StateProj::Calling { future, ticket } => {
                     let result = ready!(future.poll(cx));
-                    let Some(ticket) = ticket.take() else {
+                    let Some(mut ticket) = ticket.take() else {
                         state.set(State::Done);
                         continue;
                     };
@@ -113,33 +116,41 @@ where
                         Ok(response) => response,
                         Err(error) => {
                             let error = error.into();
-                            let kind = transport_kind(&*error);
-                            ticket.settle(|http, latency, _| {
-                                http.judge().judge_transport(kind, latency)
-                            });
+                            let kind = TransportError::classify(&*error);
+                            let latency = ticket.admission.latency();
+                            let judgement = ticket.exchange.on_transport_error(kind, latency);
+                            ticket.record(&judgement);
                             state.set(State::Done);
                             return Poll::Ready(Err(error));
                         }
                     };
-                    let (parts, body) = response.into_parts();
-                    let judge = ticket.http.judge();
-                    let cap = judge.body_cap();
-                    if judge.wants_body(parts.status) && body.size_hint().lower() <= cap as u64 {
-                        state.set(State::Reading {
-                            reading: Some(Reading {
-                                parts,
-                                body: Box::pin(body),
-                                frames: VecDeque::new(),
-                                len: 0,
-                                ticket,
-                            }),
-                        });
-                        continue;
-                    }
-                    ticket.settle(|http, latency, probe| {
-                        http.judge()
-                            .judge_status(parts.status, &parts.headers, latency, probe)
-                    });
+                    let (mut parts, body) = response.into_parts();
+                    let latency = ticket.admission.latency();
+                    let head = ticket
+                        .exchange
+                        .on_head(parts.status, &parts.headers, latency);
+                    let judgement = match head {
+                        AfterHead::Judged(judgement) => judgement,
+                        // Bigger than the cap by its declared length: judged without it.
+                        AfterHead::ReadBody { cap } if body.size_hint().lower() > cap as u64 => {
+                            ticket.exchange.on_body(None)
+                        }
+                        AfterHead::ReadBody { cap } => {
+                            state.set(State::Reading {
+                                reading: Some(Reading {
+                                    parts,
+                                    body: Box::pin(body),
+                                    frames: VecDeque::new(),
+                                    len: 0,
+                                    cap,
+                                    ticket,
+                                }),
+                            });
+                            continue;
+                        }
+                    };
+                    ticket.record(&judgement);
+                    parts.extensions.insert(judgement);
                     state.set(State::Done);
                     return Poll::Ready(Ok(http::Response::from_parts(
                         parts,
@@ -153,11 +164,12 @@ where
                     };
                     let outcome = ready!(read_up_to_cap(current, cx));
                     let Some(Reading {
-                        parts,
+                        mut parts,
                         body,
                         frames,
                         len,
-                        ticket,
+                        mut ticket,
+                        ..
                     }) = reading.take()
                     else {
                         state.set(State::Done);
@@ -165,39 +177,24 @@ where
                     };
                     state.set(State::Done);
                     let buffered = len as u64;
-                    let replay = match outcome {
+                    let (judgement, replay) = match outcome {
                         Read::Complete => {
                             let bytes = contiguous(&frames, len);
-                            ticket.settle(|http, latency, probe| {
-                                http.judge().judge_response(
-                                    parts.status,
-                                    &parts.headers,
-                                    Some(&bytes),
-                                    latency,
-                                    probe,
-                                )
-                            });
-                            ReplayBody::complete(frames, buffered)
+                            let judgement = ticket.exchange.on_body(Some(&bytes));
+                            (judgement, ReplayBody::complete(frames, buffered))
                         }
                         Read::OverCap => {
-                            ticket.settle(|http, latency, probe| {
-                                http.judge().judge_status(
-                                    parts.status,
-                                    &parts.headers,
-                                    latency,
-                                    probe,
-                                )
-                            });
-                            ReplayBody::replay(frames, buffered, body)
+                            let judgement = ticket.exchange.on_body(None);
+                            (judgement, ReplayBody::replay(frames, buffered, body))
                         }
                         Read::Failed(error) => {
-                            let kind = transport_kind(&*error);
-                            ticket.settle(|http, latency, _| {
-                                http.judge().judge_transport(kind, latency)
-                            });
-                            ReplayBody::failed(frames, buffered, error)
+                            let kind = TransportError::classify(&*error);
+                            let judgement = ticket.exchange.on_body_error(kind);
+                            (judgement, ReplayBody::failed(frames, buffered, error))
                         }
                     };
+                    ticket.record(&judgement);
+                    parts.extensions.insert(judgement);
                     return Poll::Ready(Ok(http::Response::from_parts(parts, replay)));
                 }
             }
@@ -222,7 +219,7 @@ where
     B::Error: Into<BoxError>,
     C: Breaker,
 {
-    let cap = reading.ticket.http.judge().body_cap();
+    let cap = reading.cap;
     loop {
         if reading.body.is_end_stream() {
             return Poll::Ready(Read::Complete);

@@ -1,0 +1,218 @@
+//! Judging one HTTP exchange step by step, without I/O: the state object every adapter
+//! (tower, reqwest, the proxy) drives, so they cannot judge the same exchange differently.
+
+use std::borrow::Borrow;
+use std::fmt;
+use std::time::Duration;
+
+use breakerbox::Verdict;
+use http::{HeaderMap, StatusCode};
+
+use crate::{HttpJudge, Judgement, TransportError};
+
+/// One HTTP exchange being judged: the sans-IO steps every adapter follows, in the spirit
+/// of tower-http's classifiers.
+///
+/// 1. [`Exchange::on_head`] with the response head and its latency. The answer is either
+///    the final [`Judgement`] ([`AfterHead::Judged`]) or a request for the body
+///    ([`AfterHead::ReadBody`]), when a business-code rule applies to this status.
+/// 2. Only then, read the body up to `cap` bytes and call [`Exchange::on_body`]: with the
+///    bytes when the whole body fitted, with `None` when it is bigger than the cap (by its
+///    `Content-Length` or as it streams). A body that is not JSON, or holds no listed
+///    code, is judged by its head.
+/// 3. If reading the body fails, call [`Exchange::on_body_error`] instead.
+///
+/// When no response head arrives at all, call [`Exchange::on_transport_error`].
+///
+/// # The latency point
+///
+/// Latency is **the time to the response head, measured from admission** (the moment the
+/// breaker granted the permit), read from the breaker's clock by the adapter and given to
+/// [`Exchange::on_head`]. Reading the body for business codes does not count: a large
+/// body on a slow client link says nothing about the dependency's health. For an exchange
+/// that got no head, it is the time until the transport error, as given to
+/// [`Exchange::on_transport_error`]. [`Exchange::latency`] is the value to record with the
+/// verdict; the slow-call thresholds (the probe threshold for a half-open probe) judge it.
+///
+/// # The body-error rule
+///
+/// A body that fails after its head is a **failure**, whatever the head said, with the
+/// reason `transport: body read failed` (`timeout: body read` when the adapter's time
+/// budget ran out, [`TransportError::body_reason`]). A `Retry-After` hint from the head
+/// is kept. Tower and reqwest record the head's judgement when no rule needs the body
+/// (the body is then the caller's to read); the proxy, which streams the body itself and
+/// records at its end, reports a later body failure through the same call.
+///
+/// ```
+/// use breakerbox::Verdict;
+/// use breakerbox_http::{AfterHead, HttpJudge, TransportError};
+/// use http::{HeaderMap, StatusCode};
+/// use std::time::Duration;
+///
+/// let judge = HttpJudge::builder()
+///     .business_pointer("/error_code")
+///     .business_failure_codes(["E001"])
+///     .build()?;
+/// let mut exchange = judge.exchange(false);
+/// let cap = match exchange.on_head(StatusCode::OK, &HeaderMap::new(), Duration::from_millis(20)) {
+///     AfterHead::ReadBody { cap } => cap,
+///     AfterHead::Judged(judgement) => unreachable!("business codes need the body: {judgement}"),
+/// };
+/// assert_eq!(cap, 64 * 1024);
+/// let judgement = exchange.on_body(Some(br#"{"error_code":"E001"}"#));
+/// assert_eq!((judgement.verdict, judgement.reason.as_ref()), (Verdict::Failure, "business code E001"));
+/// assert_eq!(exchange.latency(), Duration::from_millis(20));
+///
+/// // The same head, but the body breaks while it is read.
+/// let mut exchange = judge.exchange(false);
+/// exchange.on_head(StatusCode::OK, &HeaderMap::new(), Duration::from_millis(20));
+/// let judgement = exchange.on_body_error(TransportError::Reset);
+/// assert_eq!((judgement.verdict, judgement.reason.as_ref()), (Verdict::Failure, "transport: body read failed"));
+///
+/// // No head at all.
+/// let mut exchange = judge.exchange(false);
+/// let judgement = exchange.on_transport_error(TransportError::Connect, Duration::from_millis(3));
+/// assert_eq!(judgement.reason, "transport: connect failed");
+/// # Ok::<(), breakerbox_http::HttpJudgeError>(())
+/// ```
+///
+/// The steps never panic. Out of order, they still answer: [`Exchange::on_body`] or
+/// [`Exchange::on_body_error`] before any head judge as a transport error with no
+/// response, and a second head replaces the first.
+#[derive(Clone)]
+pub struct Exchange<J: Borrow<HttpJudge>> {
+    judge: J,
+    probe: bool,
+    latency: Duration,
+    head: Option<Head>,
+}
+
+/// What the judge keeps of a response head: no headers, only what they decided.
+#[derive(Copy, Clone, Debug)]
+struct Head {
+    status: StatusCode,
+    retry_after: Option<Duration>,
+}
+
+/// What to do once the head is judged ([`Exchange::on_head`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[must_use = "the judgement is final, or the body must be read"]
+pub enum AfterHead {
+    /// The head decides: this is the final judgement (no rule reads this body).
+    Judged(Judgement),
+    /// A business-code rule applies to this status: read the body, at most `cap` bytes,
+    /// and give it to [`Exchange::on_body`] (or `None` when it is bigger than `cap`).
+    ReadBody {
+        /// The most bytes to read ([`HttpJudge::body_cap`]).
+        cap: usize,
+    },
+}
+
+impl<J: Borrow<HttpJudge>> Exchange<J> {
+    /// Starts judging an exchange with `judge` (a `&HttpJudge`, an `Arc<HttpJudge>`, or
+    /// anything that borrows one), as a half-open probe when `probe` is true (the stricter
+    /// latency threshold applies). [`HttpJudge::exchange`] is the short way with a borrow.
+    pub fn new(judge: J, probe: bool) -> Self {
+        Exchange {
+            judge,
+            probe,
+            latency: Duration::ZERO,
+            head: None,
+        }
+    }
+
+    /// The judge.
+    pub fn judge(&self) -> &HttpJudge {
+        self.judge.borrow()
+    }
+
+    /// Whether the exchange is judged as a half-open probe.
+    pub fn is_probe(&self) -> bool {
+        self.probe
+    }
+
+    /// The latency to record with the verdict: the time to the response head given to
+    /// [`Exchange::on_head`], or the time to the transport error (zero before either).
+    pub fn latency(&self) -> Duration {
+        self.latency
+    }
+
+    /// The response head arrived after `latency` (from admission, through the breaker's
+    /// clock). Answers the final judgement, or asks for the body when a business-code
+    /// rule applies to `status`.
+    pub fn on_head(
+        &mut self,
+        status: StatusCode,
+        headers: &HeaderMap,
+        latency: Duration,
+    ) -> AfterHead {
+        let judge = self.judge.borrow();
+        let head = Head {
+            status,
+            retry_after: judge.retry_hint(status, headers),
+        };
+        self.head = Some(head);
+        self.latency = latency;
+        if judge.wants_body(status) {
+            AfterHead::ReadBody {
+                cap: judge.body_cap(),
+            }
+        } else {
+            AfterHead::Judged(judge.judge_parts(
+                status,
+                head.retry_after,
+                None,
+                latency,
+                self.probe,
+            ))
+        }
+    }
+
+    /// The body was read: `Some` with all of it when it fitted the cap, `None` when it is
+    /// bigger (it is then judged by its head). Gives the final judgement. After a head
+    /// that needed no body, this is the head's judgement again.
+    pub fn on_body(&mut self, body: Option<&[u8]>) -> Judgement {
+        match self.head {
+            Some(head) => self.judge.borrow().judge_parts(
+                head.status,
+                head.retry_after,
+                body,
+                self.latency,
+                self.probe,
+            ),
+            None => Judgement::new(Verdict::Failure, TransportError::NoResponse.reason()),
+        }
+    }
+
+    /// Reading the body failed after its head: a failure, whatever the head said, with the
+    /// reason [`TransportError::body_reason`] (`transport: body read failed`, or
+    /// `timeout: body read`). The head's `Retry-After` hint is kept.
+    pub fn on_body_error(&mut self, error: TransportError) -> Judgement {
+        match self.head {
+            Some(head) => Judgement {
+                verdict: Verdict::Failure,
+                reason: error.body_reason().into(),
+                retry_after: head.retry_after,
+            },
+            None => Judgement::new(Verdict::Failure, TransportError::NoResponse.reason()),
+        }
+    }
+
+    /// No usable response head arrived (connect failure, reset, timeout, connection
+    /// closed), `latency` after admission: a failure with the error's reason.
+    pub fn on_transport_error(&mut self, error: TransportError, latency: Duration) -> Judgement {
+        self.head = None;
+        self.latency = latency;
+        self.judge.borrow().judge_transport(error, latency)
+    }
+}
+
+impl<J: Borrow<HttpJudge>> fmt::Debug for Exchange<J> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Exchange")
+            .field("probe", &self.probe)
+            .field("latency", &self.latency)
+            .field("status", &self.head.map(|h| h.status))
+            .finish_non_exhaustive()
+    }
+}
