@@ -3,13 +3,14 @@
 mod builder;
 mod count_window;
 mod engine;
+pub(crate) mod layout;
 mod streak;
 mod time_window;
 mod transitions;
 mod word;
 
 pub use builder::Builder;
-pub use engine::Engine;
+pub(crate) use engine::Engine;
 
 use std::future::Future;
 use std::time::Duration;
@@ -21,7 +22,7 @@ use crate::{
     Snapshot,
 };
 use engine::EngineWindow;
-use word::epoch_tag;
+use layout::epoch_tag;
 
 /// A circuit breaker shared by every thread that calls one dependency. Cloning is cheap and
 /// clones share state.

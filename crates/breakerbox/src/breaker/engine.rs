@@ -10,9 +10,10 @@
 //!   closed phase starts fresh without waiting for writers of older ones.
 
 use super::count_window::CountWindow;
+use super::layout::epoch_tag;
 use super::streak::Streak;
 use super::time_window::TimeWindow;
-use super::word::{epoch_tag, Word};
+use super::word::Word;
 use crate::config::WindowKind;
 use crate::events::{EventKind, Listeners};
 use crate::model::{evaluate_trip, PermitKind, Transition, TripReason, WindowCounts};
@@ -25,13 +26,14 @@ pub(crate) enum EngineWindow {
     Time(TimeWindow),
 }
 
+/// What only changes under the lock, besides the generation.
 pub(crate) struct Cold {
+    /// Consecutive trips without a close, for backoff.
     pub(crate) trips: u32,
-    pub(crate) since: Nanos,
 }
 
 /// The shared state of one breaker.
-pub struct Engine<C> {
+pub(crate) struct Engine<C> {
     pub(super) word: AtomicU64,
     pub(super) until: AtomicU64,
     pub(super) deadline: AtomicU64,
@@ -72,10 +74,7 @@ impl<C: Clock> Engine<C> {
             streak: Streak::new(0),
             window,
             stale: AtomicU64::new(0),
-            cold: Mutex::new(Cold {
-                trips: 0,
-                since: Nanos::ZERO,
-            }),
+            cold: Mutex::new(Cold { trips: 0 }),
             config,
             clock,
             name,
@@ -392,11 +391,9 @@ impl<C: Clock> Engine<C> {
                 self.enter_closed_locked(
                     &mut cold,
                     w,
-                    now,
                     crate::model::TransitionReason::ProbesSucceeded,
                     &mut pending,
                 );
-                cold.trips = 0;
             } else if let (true, Err(retry_hint)) = (current, result) {
                 self.reopen_locked(
                     &mut cold,
