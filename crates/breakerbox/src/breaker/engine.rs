@@ -151,13 +151,29 @@ impl<C: Clock> Engine<C> {
             Phase::HalfOpen => {
                 let deadline = self.deadline.load(Ordering::Acquire);
                 let now = self.clock.now_coarse();
-                if now.as_u64() < deadline && w.in_flight() >= self.config.max_probes {
+                if now.as_u64() >= deadline {
+                    // Rule 1: the next acquire re-opens (a trip) and rejects.
+                    Err(open_at(Phase::Open, Some(self.next_open_duration())))
+                } else if w.in_flight() >= self.config.max_probes {
                     Err(open_at(Phase::HalfOpen, retry(deadline, now)))
                 } else {
                     Ok(())
                 }
             }
         }
+    }
+
+    /// How long the next re-open would last, for a rejection that has not re-opened yet:
+    /// exact without jitter; with jitter, the shortest it can be (the earliest a retry may
+    /// be admitted). Takes the lock to read the trip count (only on this rare path).
+    #[cold]
+    fn next_open_duration(&self) -> Nanos {
+        let trips = lock(&self.cold).trips.saturating_add(1);
+        let sample = match &self.jitter {
+            Some(_) if self.config.jitter > 0.0 => 1.0,
+            _ => 0.0,
+        };
+        self.config.open_duration(trips, sample)
     }
 
     fn acquire_probe(&self, w: Word, now: Nanos) -> Result<(u64, PermitKind), CircuitOpen> {
