@@ -1,4 +1,5 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
+#![warn(unreachable_pub, missing_debug_implementations)]
 //! # breakerbox
 //!
 //! Circuit breakers for Rust services: stop hammering a failing dependency, fail fast,

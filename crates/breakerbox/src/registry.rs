@@ -61,6 +61,15 @@ pub struct Registry<K, C: Clock + Clone = MonotonicClock> {
     map: RwLock<HashMap<K, Entry<C>>>,
 }
 
+impl<K, C: Clock + Clone> std::fmt::Debug for Registry<K, C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("template", &self.template)
+            .field("capacity", &self.capacity)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<K: Hash + Eq + Clone + Display> Registry<K, MonotonicClock> {
     /// A registry of at most `capacity` breakers built from `template`.
     pub fn new(template: Config, capacity: usize) -> Result<Self, ConfigError> {
