@@ -136,7 +136,6 @@ fn registry_refuses_an_invalid_template() {
     let mut config = template();
     config.max_probes = 0;
     let err = Registry::<String, ManualClock>::with_clock(config, 10, ManualClock::new())
-        .err()
-        .expect("an invalid template is refused");
+        .expect_err("an invalid template is refused");
     assert_eq!((err.field(), err.value()), ("max_probes", "0"));
 }
