@@ -9,9 +9,11 @@ use super::{Clock, Nanos};
 
 /// A [`Clock`] that reads [`tokio::time::Instant`]: the time elapsed since the clock was
 /// created. In a runtime whose time is paused (`#[tokio::test(start_paused = true)]`,
-/// [`tokio::time::pause`]), the breaker sees exactly the time the test advances, and an
-/// auto-advancing `sleep` moves it too; elsewhere it is the monotonic clock. Clones share
-/// their starting point.
+/// [`tokio::time::pause`][pause]), the breaker sees exactly the time the test advances,
+/// and an auto-advancing `sleep` moves it too; elsewhere it is the monotonic clock.
+/// Clones share their starting point.
+///
+/// [pause]: https://docs.rs/tokio/1/tokio/time/fn.pause.html
 ///
 /// Paused time needs tokio's `test-util` feature, which a test enables for itself (in
 /// `[dev-dependencies]`); this crate asks tokio only for `time`.
