@@ -29,10 +29,10 @@ else
   cargo test --workspace --all-features --no-fail-fast
 fi
 
-echo "== loom models of the half-open slot reservation"
+echo "== loom models: the breaker's concurrent paths, the Redis view's sequence lock"
 if [ -f crates/breakerbox/tests/loom.rs ]; then
   RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
-    cargo test -p breakerbox --test loom --release
+    cargo test -p breakerbox --test loom --test loom_seq_cell --release
 fi
 
 echo "== doc tests"

@@ -682,20 +682,17 @@ impl<C: Clock + Clone> RedisBreaker<C> {
             Phase::ForcedOpen => s.remaining_us(reply.now_us),
             _ => None,
         };
-        Ok(Snapshot {
-            name: inner.name.clone(),
-            phase: s.phase,
-            generation: s.generation,
-            window,
-            failure_rate: rate(window.failures),
-            slow_call_rate: rate(window.slow),
-            consecutive_failures: s.consecutive_failures,
-            probes_in_flight: s.in_flight,
-            probe_successes: s.probe_successes,
-            trips: s.trips,
-            retry_after: retry_after_us.map(micros_to_duration),
-            stale_results: inner.stats.stale.load(Ordering::Relaxed),
-        })
+        let mut snapshot = Snapshot::new(inner.name.clone(), s.phase, s.generation);
+        snapshot.window = window;
+        snapshot.failure_rate = rate(window.failures);
+        snapshot.slow_call_rate = rate(window.slow);
+        snapshot.consecutive_failures = s.consecutive_failures;
+        snapshot.probes_in_flight = s.in_flight;
+        snapshot.probe_successes = s.probe_successes;
+        snapshot.trips = s.trips;
+        snapshot.retry_after = retry_after_us.map(micros_to_duration);
+        snapshot.stale_results = inner.stats.stale.load(Ordering::Relaxed);
+        Ok(snapshot)
     }
 
     /// Sends the queued closed-phase outcomes now (local-view mode).

@@ -79,11 +79,13 @@ pub enum StoreError {
     Invalid(String),
 }
 
+/// The wrapped [`RedisError`] is not displayed: it is the
+/// [`source`](std::error::Error::source), so a report walking the chain prints it once.
 impl fmt::Display for StoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             StoreError::Timeout(after) => write!(f, "redis did not answer within {after:?}"),
-            StoreError::Redis(e) => write!(f, "redis error: {e}"),
+            StoreError::Redis(_) => f.write_str("redis command failed"),
             StoreError::Protocol(what) => write!(f, "unexpected script reply: {what}"),
             StoreError::Corrupt(what) => write!(f, "corrupt breaker state: {what}"),
             StoreError::Unavailable => f.write_str("redis is unreachable; kept locally for now"),
@@ -92,7 +94,30 @@ impl fmt::Display for StoreError {
     }
 }
 
-impl std::error::Error for StoreError {}
+impl std::error::Error for StoreError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StoreError::Redis(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// Displays an error and each of its sources, joined by `": "`, for logs and events that
+/// keep a single line (the errors of this crate keep their sources out of `Display`).
+pub(crate) struct Chain<'a>(pub(crate) &'a (dyn std::error::Error + 'static));
+
+impl fmt::Display for Chain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut source = self.0.source();
+        while let Some(cause) = source {
+            write!(f, ": {cause}")?;
+            source = cause.source();
+        }
+        Ok(())
+    }
+}
 
 /// One outcome to record: the permit's generation, kind and lease token, the verdict,
 /// the latency and the dependency's retry hint.

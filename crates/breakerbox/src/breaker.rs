@@ -3,13 +3,14 @@
 mod builder;
 mod count_window;
 mod engine;
+pub(crate) mod layout;
 mod streak;
 mod time_window;
 mod transitions;
 mod word;
 
 pub use builder::Builder;
-pub use engine::Engine;
+pub(crate) use engine::Engine;
 
 use std::future::Future;
 use std::time::Duration;
@@ -21,7 +22,7 @@ use crate::{
     Snapshot,
 };
 use engine::EngineWindow;
-use word::epoch_tag;
+use layout::epoch_tag;
 
 /// A circuit breaker shared by every thread that calls one dependency. Cloning is cheap and
 /// clones share state.
@@ -182,10 +183,14 @@ impl<C: Clock> CircuitBreaker<C> {
     }
 
     /// Whether an acquire now would be rejected, without taking a permit, making a
-    /// transition or emitting an event: `Err` while open (or forced open) with time left,
-    /// or half-open with every probe slot taken before its deadline. Costs a few atomic
-    /// loads and at most one coarse clock reading; allocates nothing. Useful for a
-    /// readiness check such as tower's `poll_ready`.
+    /// transition or emitting an event: `Ok` exactly when [`CircuitBreaker::try_acquire`]
+    /// would admit, else the rejection it would give. `Err` while open (or forced open)
+    /// with time left; half-open with every probe slot taken before its deadline; and
+    /// half-open past its deadline, which the next acquire re-opens: then the phase is
+    /// `Open` and `retry_after` the open duration that re-open would start (with jitter,
+    /// its shortest). Costs a few atomic loads and at most one coarse clock reading (and a
+    /// short lock past a half-open deadline); allocates nothing. Useful for a readiness
+    /// check such as tower's `poll_ready`.
     ///
     /// ```
     /// use breakerbox::{CircuitBreaker, Phase};

@@ -5,6 +5,12 @@ use std::time::Duration;
 
 use crate::sync::{Arc, AtomicU64, Ordering};
 
+#[cfg(feature = "tokio")]
+mod tokio_clock;
+#[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+pub use tokio_clock::TokioClock;
+
 /// A monotonic timestamp or a duration in nanoseconds.
 ///
 /// The zero point is the clock's own (boot time for [`MonotonicClock`], whatever the test

@@ -7,7 +7,7 @@ use crate::{ConfigError, Nanos};
 mod builder;
 mod rate;
 
-pub use builder::ConfigBuilder;
+pub use builder::{defaults, ConfigBuilder, MAX_COUNT_WINDOW, MAX_PROBES};
 pub use rate::Rate;
 
 /// Which calls a rate rule looks at.

@@ -80,6 +80,36 @@ impl fmt::Display for CircuitOpen {
 impl Error for CircuitOpen {}
 
 /// The result of a protected call: rejected by the breaker, or the call's own error.
+///
+/// # In an error chain
+///
+/// Following the convention error reporters (`anyhow`, `eyre`, `std`'s `Report`) rely on,
+/// an error either shows a wrapped error in its `Display` or returns it from
+/// [`Error::source`], never both, so a report that walks the chain prints each message
+/// once. `CallError` returns the wrapped error from `source()`:
+///
+/// - [`CallError::Inner`] displays as "the protected call failed" and its `source()` is
+///   the call's own error (match on the variant, or use [`CallError::into_inner`], to get
+///   at it directly);
+/// - [`CallError::Open`] displays as the [`CircuitOpen`] it holds, which is the whole
+///   story: its `source()` is `None`.
+///
+/// ```
+/// use breakerbox::{CallError, CircuitBreaker};
+/// use std::error::Error;
+///
+/// let breaker = CircuitBreaker::builder().build().unwrap();
+/// let error = breaker
+///     .call(|| Err::<(), _>(std::io::Error::other("connection refused")))
+///     .unwrap_err();
+/// let mut chain = vec![error.to_string()];
+/// let mut source = error.source();
+/// while let Some(cause) = source {
+///     chain.push(cause.to_string());
+///     source = cause.source();
+/// }
+/// assert_eq!(chain, ["the protected call failed", "connection refused"]);
+/// ```
 #[derive(Debug, PartialEq, Eq)]
 pub enum CallError<E> {
     /// The breaker rejected the call; it was not attempted.
@@ -106,11 +136,13 @@ impl<E> CallError<E> {
     }
 }
 
-impl<E: fmt::Display> fmt::Display for CallError<E> {
+/// The inner error is not displayed: it is the [`Error::source`] (see the
+/// [type's docs](CallError#in-an-error-chain)).
+impl<E> fmt::Display for CallError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             CallError::Open(open) => open.fmt(f),
-            CallError::Inner(e) => e.fmt(f),
+            CallError::Inner(_) => f.write_str("the protected call failed"),
         }
     }
 }
@@ -118,7 +150,7 @@ impl<E: fmt::Display> fmt::Display for CallError<E> {
 impl<E: Error + 'static> Error for CallError<E> {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         match self {
-            CallError::Open(open) => Some(open),
+            CallError::Open(_) => None,
             CallError::Inner(e) => Some(e),
         }
     }

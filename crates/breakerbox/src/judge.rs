@@ -129,6 +129,12 @@ pub struct FnJudge<F, T, E> {
     _types: PhantomData<fn(&Result<T, E>)>,
 }
 
+impl<F, T, E> std::fmt::Debug for FnJudge<F, T, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FnJudge").finish_non_exhaustive()
+    }
+}
+
 impl<F, T, E> FnJudge<F, T, E>
 where
     F: Fn(&Result<T, E>, Duration) -> Verdict,

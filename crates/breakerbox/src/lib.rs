@@ -1,4 +1,5 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
+#![warn(unreachable_pub, missing_debug_implementations)]
 //! # breakerbox
 //!
 //! Circuit breakers for Rust services: stop hammering a failing dependency, fail fast,
@@ -46,9 +47,12 @@
 //! | feature   | default | what it adds                                             |
 //! |-----------|---------|----------------------------------------------------------|
 //! | `tracing` | no      | every event (transition, rejection, stale result) is emitted through `tracing` |
+//! | `tokio`   | no      | [`TokioClock`]: reads tokio's time, so a breaker follows `tokio::time::pause` and `advance` in tests (tokio's `time` feature only) |
 //!
 //! The crate has no I/O and no async runtime; adapters (HTTP judging, tower, reqwest,
 //! Redis) live in their own crates.
+//!
+//! [`TokioClock`]: https://docs.rs/breakerbox/latest/breakerbox/struct.TokioClock.html
 
 mod breaker;
 mod clock;
@@ -69,6 +73,8 @@ mod sync;
 mod verdict;
 
 pub use breaker::{Builder, CircuitBreaker};
+#[cfg(feature = "tokio")]
+pub use clock::TokioClock;
 pub use clock::{Clock, ManualClock, MonotonicClock, Nanos};
 pub use config::{Config, ConfigBuilder, Rate};
 #[cfg(not(loom))]

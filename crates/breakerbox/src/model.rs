@@ -25,7 +25,7 @@ mod policy;
 mod window;
 
 pub use policy::{evaluate_trip, TripReason, WindowCounts};
-pub use window::ModelWindow;
+pub use window::{Bucket, ModelWindow};
 
 use crate::{Config, Nanos, Phase, Verdict};
 

@@ -6,7 +6,11 @@ use std::fmt;
 ///
 /// `Closed`, `Open` and `HalfOpen` are driven by outcomes and time; `ForcedOpen` and
 /// `Disabled` only by an operator (`force_open`, `disable`, `reset`).
+///
+/// New phases may be added in a minor release, so a `match` outside this crate needs a
+/// wildcard arm; [`Phase::ALL`] lists the phases of the version you build against.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Phase {
     /// Calls flow; outcomes are recorded and may trip the breaker.
     Closed,

@@ -7,7 +7,19 @@ use crate::Phase;
 
 /// What a breaker looks like right now. Taking one changes nothing (rule 1): an open phase
 /// past its end still shows as open, with `retry_after` zero.
+///
+/// Fields may be added in a minor release: an engine outside this crate builds one with
+/// [`Snapshot::new`] and sets the fields it knows.
+///
+/// ```
+/// use breakerbox::{Phase, Snapshot};
+/// let mut snapshot = Snapshot::new("payments", Phase::HalfOpen, 7);
+/// snapshot.probes_in_flight = 1;
+/// assert_eq!(snapshot.trips, 0);
+/// assert_eq!(snapshot.failure_rate, None);
+/// ```
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct Snapshot {
     /// The breaker's name.
     pub name: String,
@@ -37,6 +49,26 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// A snapshot of breaker `name` in `phase` and `generation`, with every other field
+    /// empty: no window counts, no rates, no runs or probes, no trips, no `retry_after`,
+    /// no stale results.
+    pub fn new(name: impl Into<String>, phase: Phase, generation: u64) -> Snapshot {
+        Snapshot {
+            name: name.into(),
+            phase,
+            generation,
+            window: WindowCounts::default(),
+            failure_rate: None,
+            slow_call_rate: None,
+            consecutive_failures: 0,
+            probes_in_flight: 0,
+            probe_successes: 0,
+            trips: 0,
+            retry_after: None,
+            stale_results: 0,
+        }
+    }
+
     pub(crate) fn rates(counts: WindowCounts) -> (Option<f64>, Option<f64>) {
         if counts.calls == 0 {
             return (None, None);

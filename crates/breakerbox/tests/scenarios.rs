@@ -28,6 +28,7 @@ macro_rules! in_memory_scenarios {
 mod scenarios {
     mod backoff;
     mod calls;
+    mod check;
     mod closed;
     mod config_errors;
     pub(crate) mod engine;

@@ -65,6 +65,11 @@ pub struct Shared {
     prefix: String,
 }
 
+/// A store error with its sources, on one line (its `Display` leaves them to `source()`).
+fn report(error: breakerbox_redis::StoreError) -> String {
+    format!("{:#}", anyhow::Error::new(error))
+}
+
 async fn bounded<T>(
     what: &str,
     call: impl std::future::Future<Output = redis::RedisResult<T>>,
@@ -207,11 +212,7 @@ impl Shared {
     /// Reads breaker `name` (errors are reported in the row).
     pub async fn read(&self, name: &str) -> Row {
         match self.store(name).await {
-            Ok(store) => row(
-                name,
-                &store,
-                store.read(None).await.map_err(|e| e.to_string()),
-            ),
+            Ok(store) => row(name, &store, store.read(None).await.map_err(report)),
             Err(error) => error_row(name, &self.prefix, error),
         }
     }
@@ -223,13 +224,9 @@ impl Shared {
             Err(error) => return error_row(name, &self.prefix, error),
         };
         if let Err(e) = store.manual(op, None, 0.0).await {
-            return error_row(name, &self.prefix, e.to_string());
+            return error_row(name, &self.prefix, report(e));
         }
-        row(
-            name,
-            &store,
-            store.read(None).await.map_err(|e| e.to_string()),
-        )
+        row(name, &store, store.read(None).await.map_err(report))
     }
 }
 

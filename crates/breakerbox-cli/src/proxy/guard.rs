@@ -124,7 +124,8 @@ async fn redis_action(
     match tokio::time::timeout(REDIS_ADMIN_TIMEOUT, action).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(format!(
-            "redis: {e} (kept locally, pushed when redis is back)"
+            "redis: {:#} (kept locally, pushed when redis is back)",
+            anyhow::Error::new(e)
         )),
         Err(_) => Err("redis: timed out".to_string()),
     }

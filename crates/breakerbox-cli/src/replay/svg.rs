@@ -24,6 +24,8 @@ fn color(phase: Phase) -> &'static str {
         Phase::HalfOpen => "#f9a825",
         Phase::ForcedOpen => "#6a1b9a",
         Phase::Disabled => "#757575",
+        // A phase newer than this chart: a neutral grey.
+        _ => "#9e9e9e",
     }
 }
 

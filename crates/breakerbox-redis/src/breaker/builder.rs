@@ -34,17 +34,27 @@ pub enum BuildError {
     NoRuntime,
 }
 
+/// A wrapped error (the config's, the URL's) is not displayed: it is the
+/// [`source`](std::error::Error::source), so a report walking the chain prints it once.
 impl fmt::Display for BuildError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            BuildError::Config(e) => e.fmt(f),
-            BuildError::Url(e) => write!(f, "invalid redis url: {e}"),
+            BuildError::Config(_) => f.write_str("invalid breaker config"),
+            BuildError::Url(_) => f.write_str("invalid redis url"),
             BuildError::NoRuntime => f.write_str("RedisBreaker::build needs a tokio runtime"),
         }
     }
 }
 
-impl std::error::Error for BuildError {}
+impl std::error::Error for BuildError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            BuildError::Config(e) => Some(e),
+            BuildError::Url(e) => Some(e),
+            BuildError::NoRuntime => None,
+        }
+    }
+}
 
 /// Builds a [`RedisBreaker`]. Start with [`RedisBreaker::builder`].
 pub struct RedisBreakerBuilder<C = MonotonicClock> {

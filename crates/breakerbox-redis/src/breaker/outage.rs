@@ -28,7 +28,7 @@ use super::permit::Route;
 use super::{news_of, Inner, RedisBreaker, RedisPermit};
 use crate::events::Stats;
 use crate::options::Fallback;
-use crate::store::{ManualOp, StoreError};
+use crate::store::{Chain, ManualOp, StoreError};
 use crate::wire::Reply;
 
 impl<C: Clock + Clone> Inner<C> {
@@ -48,11 +48,11 @@ impl<C: Clock + Clone> Inner<C> {
             breaker = self.name.as_str(),
             key = self.store.key(),
             fallback = ?self.fallback,
-            %error,
+            error = %Chain(error),
             "redis unreachable; the fallback decides until it is back"
         );
         self.emit(EventKind::OutageStarted {
-            error: error.to_string(),
+            error: Chain(error).to_string(),
         });
         self.wake.notify_one();
     }

@@ -1,9 +1,10 @@
 //! A node's local view of the shared phase.
 
-use std::sync::atomic::{fence, AtomicU64, Ordering};
-use std::sync::Mutex;
+mod seq_cell;
 
 use breakerbox::{Nanos, Phase};
+
+use seq_cell::SeqCell;
 
 /// What this node last heard about the breaker in Redis, with Redis's remaining time
 /// turned into a reading of the local clock (so clock skew between machines does not
@@ -109,93 +110,65 @@ impl View {
     }
 }
 
-/// The view, readable without a lock: a sequence lock over three atomic words. Writers
-/// (script replies, messages, refreshes: rare) serialise on a mutex; readers (every
-/// acquire) retry only while a write is in progress.
+/// The view, readable without a lock: a [sequence lock](SeqCell) over four words.
+/// Writers (script replies, messages, refreshes: rare) serialise; readers (every acquire)
+/// retry only while a write is in progress.
 #[derive(Debug)]
 pub(crate) struct ViewCell {
-    seq: AtomicU64,
-    /// `generation << 5 | warm << 4 | known << 3 | phase code`.
-    word: AtomicU64,
-    /// Local nanoseconds, `u64::MAX` for none.
-    until: AtomicU64,
-    version: AtomicU64,
-    incarnation: AtomicU64,
-    writer: Mutex<()>,
+    /// `[generation << 5 | warm << 4 | known << 3 | phase code, until (local nanoseconds,
+    /// u64::MAX for none), version, incarnation]`.
+    cell: SeqCell<4>,
 }
 
 impl ViewCell {
     /// A cell holding [`View::UNKNOWN`].
     pub(crate) fn new() -> ViewCell {
-        let cell = ViewCell {
-            seq: AtomicU64::new(0),
-            word: AtomicU64::new(0),
-            until: AtomicU64::new(u64::MAX),
-            version: AtomicU64::new(0),
-            incarnation: AtomicU64::new(0),
-            writer: Mutex::new(()),
-        };
-        cell.update(|_| Some(View::UNKNOWN));
-        cell
+        ViewCell {
+            cell: SeqCell::new(encode(&View::UNKNOWN)),
+        }
     }
 
     /// The current view.
     #[inline]
     pub(crate) fn load(&self) -> View {
-        loop {
-            let s1 = self.seq.load(Ordering::Acquire);
-            if s1 & 1 == 0 {
-                let word = self.word.load(Ordering::Relaxed);
-                let until = self.until.load(Ordering::Relaxed);
-                let version = self.version.load(Ordering::Relaxed);
-                let incarnation = self.incarnation.load(Ordering::Relaxed);
-                fence(Ordering::Acquire);
-                if self.seq.load(Ordering::Relaxed) == s1 {
-                    return View {
-                        phase: Phase::from_index((word & 0b111) as usize)
-                            .unwrap_or(Phase::Disabled),
-                        generation: word >> 5,
-                        until: (until != u64::MAX).then_some(Nanos(until)),
-                        known: word & 0b1000 != 0,
-                        warm: word & 0b1_0000 != 0,
-                        version,
-                        incarnation,
-                    };
-                }
-            }
-            std::hint::spin_loop();
-        }
+        decode(self.cell.load())
     }
 
     /// Replaces the view by `f(current)` if it gives one; returns whether it did.
     pub(crate) fn update(&self, f: impl FnOnce(&View) -> Option<View>) -> bool {
-        let _writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(next) = f(&self.load()) else {
-            return false;
-        };
-        let word = (next.generation << 5)
-            | (u64::from(next.warm) << 4)
-            | (u64::from(next.known) << 3)
-            | next.phase.index() as u64;
-        let s = self.seq.load(Ordering::Relaxed);
-        self.seq.store(s.wrapping_add(1), Ordering::Relaxed);
-        fence(Ordering::Release);
-        self.word.store(word, Ordering::Relaxed);
-        self.until.store(
-            next.until.map_or(u64::MAX, |u| u.as_u64()),
-            Ordering::Relaxed,
-        );
-        self.version.store(next.version, Ordering::Relaxed);
-        self.incarnation.store(next.incarnation, Ordering::Relaxed);
-        self.seq.store(s.wrapping_add(2), Ordering::Release);
-        true
+        self.cell
+            .update(|words| f(&decode(words)).map(|next| encode(&next)))
+    }
+}
+
+fn encode(view: &View) -> [u64; 4] {
+    [
+        (view.generation << 5)
+            | (u64::from(view.warm) << 4)
+            | (u64::from(view.known) << 3)
+            | view.phase.index() as u64,
+        view.until.map_or(u64::MAX, Nanos::as_u64),
+        view.version,
+        view.incarnation,
+    ]
+}
+
+fn decode([word, until, version, incarnation]: [u64; 4]) -> View {
+    View {
+        phase: Phase::from_index((word & 0b111) as usize).unwrap_or(Phase::Disabled),
+        generation: word >> 5,
+        until: (until != u64::MAX).then_some(Nanos(until)),
+        known: word & 0b1000 != 0,
+        warm: word & 0b1_0000 != 0,
+        version,
+        incarnation,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::AtomicBool;
+    use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
 
     fn view_of(generation: u64) -> View {

@@ -44,6 +44,17 @@ pub struct Builder<C> {
     jitter: Option<Arc<dyn JitterSource>>,
 }
 
+impl<C: std::fmt::Debug> std::fmt::Debug for Builder<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Builder")
+            .field("config", &self.config)
+            .field("clock", &self.clock)
+            .field("name", &self.name)
+            .field("jitter", &self.jitter.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
 macro_rules! forward {
     ($($(#[$doc:meta])* $name:ident($($arg:ident: $ty:ty),*);)*) => {
         $(

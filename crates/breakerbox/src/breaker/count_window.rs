@@ -1,18 +1,20 @@
 //! A lock-free count window: the last `size` non-ignored outcomes in a ring.
 //!
-//! Each slot holds a 16-bit epoch tag (the closed generation that wrote it) and an outcome
-//! code. A new closed phase re-tags every slot as empty under the breaker's lock, and
-//! writers that still hold an older tag recognise that they are stale. Counts (calls, failures, slow) live in one packed word with the tag,
+//! Each slot holds an epoch tag (the closed generation that wrote it) and an outcome code.
+//! A new closed phase re-tags every slot as empty under the breaker's lock, and writers
+//! that still hold an older tag recognise that they are stale. Counts (calls, failures,
+//! slow) live in one packed word with the tag (layouts in [`super::layout`]),
 //! adjusted by the difference between the slot's old and new outcome; a success replacing
 //! a success writes nothing but the ring head. A writer from an older phase (its tag is
 //! behind) never overwrites a newer slot and never touches newer counts.
 
-use super::word::tag_is_newer;
+use super::layout::{
+    tag_is_newer, SLOT_CODE_BITS, SLOT_CODE_MASK, WINDOW_COUNT_BITS as FIELD,
+    WINDOW_COUNT_MASK as FIELD_MASK, WINDOW_TAG_SHIFT,
+};
 use crate::model::WindowCounts;
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 
-const FIELD: u32 = 16;
-const FIELD_MASK: u64 = 0xFFFF;
 const CODE_COUNTED: u32 = 1;
 const CODE_FAILED: u32 = 2;
 const CODE_SLOW: u32 = 4;
@@ -28,8 +30,18 @@ fn code(failed: bool, slow: bool) -> u32 {
     CODE_COUNTED | if failed { CODE_FAILED } else { 0 } | if slow { CODE_SLOW } else { 0 }
 }
 
+/// A slot holding `code` for the closed phase `tag`.
+fn slot_word(tag: u64, code: u32) -> u32 {
+    ((tag as u32) << SLOT_CODE_BITS) | (code & SLOT_CODE_MASK)
+}
+
+/// The tag of a slot.
+fn slot_tag(slot: u32) -> u64 {
+    u64::from(slot >> SLOT_CODE_BITS)
+}
+
 fn pack(tag: u64, calls: u64, failures: u64, slow: u64) -> u64 {
-    (tag << (3 * FIELD))
+    (tag << WINDOW_TAG_SHIFT)
         | ((calls & FIELD_MASK) << (2 * FIELD))
         | ((failures & FIELD_MASK) << FIELD)
         | (slow & FIELD_MASK)
@@ -37,7 +49,7 @@ fn pack(tag: u64, calls: u64, failures: u64, slow: u64) -> u64 {
 
 fn unpack(word: u64) -> (u64, WindowCounts) {
     (
-        word >> (3 * FIELD),
+        word >> WINDOW_TAG_SHIFT,
         WindowCounts {
             calls: (word >> (2 * FIELD)) & FIELD_MASK,
             failures: (word >> FIELD) & FIELD_MASK,
@@ -62,7 +74,7 @@ impl CountWindow {
     /// writer from an older phase finds only newer tags and gives up.
     pub(crate) fn reset(&self, tag: u64) {
         self.counts.store(pack(tag, 0, 0, 0), Ordering::Release);
-        let empty = (tag as u32) << 8;
+        let empty = slot_word(tag, 0);
         for slot in self.slots.iter() {
             slot.store(empty, Ordering::Release);
         }
@@ -100,13 +112,13 @@ impl CountWindow {
         let seq = self.head.fetch_add(1, Ordering::Relaxed);
         let index = (seq % self.size) as usize;
         let slot = self.slots.get(index)?;
-        let new = ((tag as u32) << 8) | code(failed, slow);
+        let new = slot_word(tag, code(failed, slow));
         let mut old = slot.load(Ordering::Acquire);
         loop {
             if old == new {
                 return None;
             }
-            if tag_is_newer(u64::from(old >> 8), tag) {
+            if tag_is_newer(slot_tag(old), tag) {
                 return None;
             }
             match slot.compare_exchange_weak(old, new, Ordering::AcqRel, Ordering::Acquire) {
@@ -114,8 +126,8 @@ impl CountWindow {
                 Err(current) => old = current,
             }
         }
-        let old_code = if u64::from(old >> 8) == tag {
-            old & 0xFF
+        let old_code = if slot_tag(old) == tag {
+            old & SLOT_CODE_MASK
         } else {
             0
         };
@@ -130,7 +142,7 @@ impl CountWindow {
             if current != tag {
                 return None;
             }
-            // Fields wrap modulo 2^16 so that two writers lapping each other on one slot
+            // Fields wrap modulo 2^FIELD so that two writers lapping each other on one slot
             // may pass through a transient "negative" count and still end exact.
             let next = WindowCounts {
                 calls: (c.calls + bit(new_code, CODE_COUNTED))

@@ -10,9 +10,10 @@
 //!   closed phase starts fresh without waiting for writers of older ones.
 
 use super::count_window::CountWindow;
+use super::layout::epoch_tag;
 use super::streak::Streak;
 use super::time_window::TimeWindow;
-use super::word::{epoch_tag, Word};
+use super::word::Word;
 use crate::config::WindowKind;
 use crate::events::{EventKind, Listeners};
 use crate::model::{evaluate_trip, PermitKind, Transition, TripReason, WindowCounts};
@@ -25,13 +26,14 @@ pub(crate) enum EngineWindow {
     Time(TimeWindow),
 }
 
+/// What only changes under the lock, besides the generation.
 pub(crate) struct Cold {
+    /// Consecutive trips without a close, for backoff.
     pub(crate) trips: u32,
-    pub(crate) since: Nanos,
 }
 
 /// The shared state of one breaker.
-pub struct Engine<C> {
+pub(crate) struct Engine<C> {
     pub(super) word: AtomicU64,
     pub(super) until: AtomicU64,
     pub(super) deadline: AtomicU64,
@@ -72,10 +74,7 @@ impl<C: Clock> Engine<C> {
             streak: Streak::new(0),
             window,
             stale: AtomicU64::new(0),
-            cold: Mutex::new(Cold {
-                trips: 0,
-                since: Nanos::ZERO,
-            }),
+            cold: Mutex::new(Cold { trips: 0 }),
             config,
             clock,
             name,
@@ -152,13 +151,29 @@ impl<C: Clock> Engine<C> {
             Phase::HalfOpen => {
                 let deadline = self.deadline.load(Ordering::Acquire);
                 let now = self.clock.now_coarse();
-                if now.as_u64() < deadline && w.in_flight() >= self.config.max_probes {
+                if now.as_u64() >= deadline {
+                    // Rule 1: the next acquire re-opens (a trip) and rejects.
+                    Err(open_at(Phase::Open, Some(self.next_open_duration())))
+                } else if w.in_flight() >= self.config.max_probes {
                     Err(open_at(Phase::HalfOpen, retry(deadline, now)))
                 } else {
                     Ok(())
                 }
             }
         }
+    }
+
+    /// How long the next re-open would last, for a rejection that has not re-opened yet:
+    /// exact without jitter; with jitter, the shortest it can be (the earliest a retry may
+    /// be admitted). Takes the lock to read the trip count (only on this rare path).
+    #[cold]
+    fn next_open_duration(&self) -> Nanos {
+        let trips = lock(&self.cold).trips.saturating_add(1);
+        let sample = match &self.jitter {
+            Some(_) if self.config.jitter > 0.0 => 1.0,
+            _ => 0.0,
+        };
+        self.config.open_duration(trips, sample)
     }
 
     fn acquire_probe(&self, w: Word, now: Nanos) -> Result<(u64, PermitKind), CircuitOpen> {
@@ -392,11 +407,9 @@ impl<C: Clock> Engine<C> {
                 self.enter_closed_locked(
                     &mut cold,
                     w,
-                    now,
                     crate::model::TransitionReason::ProbesSucceeded,
                     &mut pending,
                 );
-                cold.trips = 0;
             } else if let (true, Err(retry_hint)) = (current, result) {
                 self.reopen_locked(
                     &mut cold,

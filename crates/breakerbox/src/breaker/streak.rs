@@ -1,26 +1,25 @@
 //! The closed phase's run of consecutive failures, tagged with the phase's epoch so a new
-//! closed phase starts at zero and writers from older phases change nothing.
+//! closed phase starts at zero and writers from older phases change nothing. Layout in
+//! [`super::layout`].
 
-use super::word::tag_is_newer;
+use super::layout::{tag_is_newer, STREAK_BITS, STREAK_MASK as COUNT_MASK};
 use crate::sync::{AtomicU64, Ordering};
-
-const COUNT_MASK: u64 = (1 << 48) - 1;
 
 pub(crate) struct Streak(AtomicU64);
 
 impl Streak {
     pub(crate) fn new(tag: u64) -> Streak {
-        Streak(AtomicU64::new(tag << 48))
+        Streak(AtomicU64::new(tag << STREAK_BITS))
     }
 
     pub(crate) fn reset(&self, tag: u64) {
-        self.0.store(tag << 48, Ordering::Release);
+        self.0.store(tag << STREAK_BITS, Ordering::Release);
     }
 
     /// The run in phase `tag`.
     pub(crate) fn get(&self, tag: u64) -> u32 {
         let word = self.0.load(Ordering::Acquire);
-        if word >> 48 == tag {
+        if word >> STREAK_BITS == tag {
             (word & COUNT_MASK).min(u64::from(u32::MAX)) as u32
         } else {
             0
@@ -31,7 +30,7 @@ impl Streak {
     pub(crate) fn failure(&self, tag: u64) -> Option<u32> {
         let mut word = self.0.load(Ordering::Acquire);
         loop {
-            let current = word >> 48;
+            let current = word >> STREAK_BITS;
             let run = if current == tag {
                 word & COUNT_MASK
             } else if tag_is_newer(current, tag) {
@@ -39,7 +38,7 @@ impl Streak {
             } else {
                 0
             };
-            let next = (tag << 48) | (run + 1).min(COUNT_MASK);
+            let next = (tag << STREAK_BITS) | (run + 1).min(COUNT_MASK);
             match self
                 .0
                 .compare_exchange_weak(word, next, Ordering::AcqRel, Ordering::Acquire)
@@ -54,10 +53,13 @@ impl Streak {
     #[inline(always)]
     pub(crate) fn success(&self, tag: u64) {
         let word = self.0.load(Ordering::Relaxed);
-        if word >> 48 == tag && word & COUNT_MASK != 0 {
-            let _ = self
-                .0
-                .compare_exchange(word, tag << 48, Ordering::AcqRel, Ordering::Relaxed);
+        if word >> STREAK_BITS == tag && word & COUNT_MASK != 0 {
+            let _ = self.0.compare_exchange(
+                word,
+                tag << STREAK_BITS,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            );
             // A lost race means a failure landed in between; the streak it left stands,
             // as it would if the success had come first.
         }

@@ -5,18 +5,16 @@
 //! the key and restarts its counts; writers racing on that exact rollover may lose an
 //! outcome or two (never more than the number of concurrent writers), which is the price of
 //! O(1) recording without a lock. Reading sums the B buckets still inside the window.
+//! The key and counts layouts are in [`super::layout`].
 
-use super::word::tag_is_newer;
+use super::layout::{
+    tag_is_newer, BUCKET_CALLS_MASK as CALLS_MASK, BUCKET_CALLS_SHIFT as CALLS_SHIFT,
+    BUCKET_FAILURES_SHIFT as FAILURES_SHIFT, BUCKET_FIELD_MASK as FIELD_MASK,
+    BUCKET_INDEX_BITS as INDEX_BITS, BUCKET_INDEX_MASK as INDEX_MASK,
+};
 use crate::model::WindowCounts;
 use crate::sync::{AtomicU64, Ordering};
 use crate::Nanos;
-
-const INDEX_BITS: u32 = 48;
-const INDEX_MASK: u64 = (1 << INDEX_BITS) - 1;
-const CALLS_SHIFT: u32 = 42;
-const FAILURES_SHIFT: u32 = 21;
-const FIELD_MASK: u64 = (1 << 21) - 1;
-const CALLS_MASK: u64 = (1 << 22) - 1;
 
 struct Bucket {
     key: AtomicU64,

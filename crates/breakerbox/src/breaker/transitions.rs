@@ -3,7 +3,8 @@
 //! published by compare-and-swap.
 
 use super::engine::{Cold, Engine, Pending};
-use super::word::{epoch_tag, Word};
+use super::layout::epoch_tag;
+use super::word::Word;
 use crate::model::{Transition, TransitionReason};
 use crate::sync::{lock, Ordering};
 use crate::{Clock, Nanos, Phase};
@@ -23,15 +24,7 @@ impl<C: Clock> Engine<C> {
                     pending,
                 ),
             Phase::Disabled if now.as_u64() >= self.until.load(Ordering::Acquire) => {
-                let w = self.enter_closed_locked(
-                    cold,
-                    w,
-                    now,
-                    TransitionReason::OverrideExpired,
-                    pending,
-                );
-                cold.trips = 0;
-                w
+                self.enter_closed_locked(cold, w, TransitionReason::OverrideExpired, pending)
             }
             _ => w,
         }
@@ -61,14 +54,14 @@ impl<C: Clock> Engine<C> {
         let start = now.min(self.clock.now_coarse());
         self.until
             .store(start.saturating_add(open_for).as_u64(), Ordering::Release);
-        cold.since = now;
         self.publish(w, w.next(Phase::Open), reason, pending)
     }
 
     /// Open (or an expired forced open) to half-open; the caller takes the first slot.
+    /// `_locked` is the locked state, as proof that the lock is held.
     pub(super) fn enter_half_open_locked(
         &self,
-        cold: &mut Cold,
+        _locked: &mut Cold,
         w: Word,
         now: Nanos,
         pending: &mut Pending,
@@ -77,18 +70,16 @@ impl<C: Clock> Engine<C> {
         self.deadline
             .store(now.saturating_add(timeout).as_u64(), Ordering::Release);
         self.until.store(0, Ordering::Release);
-        cold.since = now;
         let next = w.next(Phase::HalfOpen).with_in_flight(1);
         self.publish(w, next, TransitionReason::CooldownElapsed, pending);
         next
     }
 
-    /// A fresh closed phase: new generation, empty window and streak.
+    /// A fresh closed phase: new generation, empty window and streak, no trips.
     pub(super) fn enter_closed_locked(
         &self,
         cold: &mut Cold,
         w: Word,
-        now: Nanos,
         reason: TransitionReason,
         pending: &mut Pending,
     ) -> Word {
@@ -101,7 +92,7 @@ impl<C: Clock> Engine<C> {
             super::engine::EngineWindow::Time(window) => window.reset(tag),
         }
         self.until.store(0, Ordering::Release);
-        cold.since = now;
+        cold.trips = 0;
         self.publish(w, next, reason, pending)
     }
 
@@ -138,7 +129,6 @@ impl<C: Clock> Engine<C> {
     /// Rule 11: force open or disable from any phase; a new generation only when the phase
     /// changes. `until` is when the override expires (`None`: never).
     pub(crate) fn manual(&self, to: Phase, until: Option<Nanos>) {
-        let now = self.clock.now();
         let until = until.map_or(u64::MAX, Nanos::as_u64);
         let reason = if to == Phase::ForcedOpen {
             TransitionReason::ForcedOpen
@@ -147,11 +137,10 @@ impl<C: Clock> Engine<C> {
         };
         let mut pending: Pending = None;
         {
-            let mut cold = lock(&self.cold);
+            let _locked = lock(&self.cold);
             let w = self.load();
             self.until.store(until, Ordering::Release);
             if w.phase() != to {
-                cold.since = now;
                 self.publish(w, w.next(to), reason, &mut pending);
             }
         }
@@ -160,13 +149,11 @@ impl<C: Clock> Engine<C> {
 
     /// Rule 11: back to a fresh closed phase, always with a new generation.
     pub(crate) fn reset(&self) {
-        let now = self.clock.now();
         let mut pending: Pending = None;
         {
             let mut cold = lock(&self.cold);
             let w = self.load();
-            self.enter_closed_locked(&mut cold, w, now, TransitionReason::Reset, &mut pending);
-            cold.trips = 0;
+            self.enter_closed_locked(&mut cold, w, TransitionReason::Reset, &mut pending);
         }
         self.announce(pending);
     }

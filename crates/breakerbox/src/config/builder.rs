@@ -5,10 +5,20 @@ use std::time::Duration;
 use super::{Config, Rate, RateRule, WindowKind};
 use crate::ConfigError;
 
-/// The largest number of probes or required successes (they share a packed atomic word).
-pub const MAX_PROBES: u32 = 4095;
-/// The largest count window (its counters are packed into one atomic word).
-pub const MAX_COUNT_WINDOW: u32 = 65_535;
+/// The largest `max_probes` or `required_successes` (4095): the in-memory engine counts
+/// probes in flight and probe successes in fields of its packed state word, and this is
+/// the largest value such a field holds.
+pub const MAX_PROBES: u32 = crate::breaker::layout::PROBE_COUNT_MASK as u32;
+/// The largest count window (65,535 calls): the in-memory engine packs the window's
+/// counters into one atomic word, and this is the largest value such a counter holds.
+pub const MAX_COUNT_WINDOW: u32 = crate::breaker::layout::WINDOW_COUNT_MASK as u32;
+
+/// What a [`ConfigError`] says is accepted for `max_probes` and `required_successes`.
+const PROBES_RANGE: &str = "1..=4095";
+/// What a [`ConfigError`] says is accepted for a count window's size.
+const COUNT_WINDOW_RANGE: &str = "1..=65535";
+// The messages above spell the limits out; they must follow the limits.
+const _: () = assert!(MAX_PROBES == 4095 && MAX_COUNT_WINDOW == 65_535);
 
 /// Builds a [`Config`]; every setter takes plain values and [`ConfigBuilder::build`]
 /// validates them all, naming the first bad field and its value.
@@ -258,13 +268,13 @@ pub(crate) fn validate(c: &Config) -> Result<(), ConfigError> {
         return Err(ConfigError::new("jitter", c.jitter, "a fraction in [0, 1)"));
     }
     if c.max_probes == 0 || c.max_probes > MAX_PROBES {
-        return Err(ConfigError::new("max_probes", c.max_probes, "1..=4095"));
+        return Err(ConfigError::new("max_probes", c.max_probes, PROBES_RANGE));
     }
     if c.required_successes == 0 || c.required_successes > MAX_PROBES {
         return Err(ConfigError::new(
             "required_successes",
             c.required_successes,
-            "1..=4095",
+            PROBES_RANGE,
         ));
     }
     if c.half_open_timeout.is_zero() {
@@ -295,7 +305,7 @@ fn validate_rate_rule(rule: &RateRule, c: &Config) -> Result<(), ConfigError> {
     match rule.window {
         WindowKind::Count { size } => {
             if size == 0 || size > MAX_COUNT_WINDOW {
-                return Err(ConfigError::new("window_size", size, "1..=65535"));
+                return Err(ConfigError::new("window_size", size, COUNT_WINDOW_RANGE));
             }
             if rule.min_calls > size {
                 return Err(ConfigError::new(

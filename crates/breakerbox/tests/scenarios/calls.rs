@@ -107,3 +107,54 @@ fn owned_permits_record_from_another_thread() {
     std::thread::spawn(move || permit.failure()).join().unwrap();
     assert_eq!(breaker.phase(), Phase::Open);
 }
+
+/// Every message of an error chain, outermost first, as a reporter prints it.
+fn chain(error: &(dyn std::error::Error + 'static)) -> Vec<String> {
+    let mut messages = vec![error.to_string()];
+    let mut source = error.source();
+    while let Some(cause) = source {
+        messages.push(cause.to_string());
+        source = cause.source();
+    }
+    messages
+}
+
+#[test]
+fn a_call_error_chain_prints_every_message_once() {
+    /// A caller's error that wraps an I/O error, as its source.
+    #[derive(Debug)]
+    struct Fetch(std::io::Error);
+    impl std::fmt::Display for Fetch {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("fetching the quote failed")
+        }
+    }
+    impl std::error::Error for Fetch {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    let (_clock, builder) = one_failure_trips();
+    let breaker = builder.build().unwrap();
+    let failed = breaker
+        .call(|| Err::<(), _>(Fetch(std::io::Error::other("connection refused"))))
+        .unwrap_err();
+    assert_eq!(
+        chain(&failed),
+        [
+            "the protected call failed",
+            "fetching the quote failed",
+            "connection refused"
+        ]
+    );
+    assert!(failed.into_inner().is_some());
+
+    let rejected = breaker
+        .call(|| Err::<(), _>(Fetch(std::io::Error::other("not attempted"))))
+        .unwrap_err();
+    assert_eq!(
+        chain(&rejected),
+        ["circuit breaker rejected the call (open); retry after 10s"]
+    );
+}
