@@ -27,7 +27,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::spec::DependencySpec;
-use node::NodeBreaker;
+use breakerbox::contract::{Breaker, DynBreaker};
 use script::Stage;
 use summary::{DemoSummary, GroupSummary};
 use traffic::{Callers, Change, Group};
@@ -167,7 +167,7 @@ async fn local_group(
                 }
             })
             .build()?;
-        list.push(NodeBreaker::Local(breaker));
+        list.push(Some(DynBreaker::new(breaker)));
     }
     Ok(Group::new(name, index, false, list, changes))
 }
@@ -207,7 +207,7 @@ async fn redis_group(
                 .await
                 .with_context(|| format!("cannot reset the demo breaker on {url}"))?;
         }
-        list.push(NodeBreaker::Redis(Arc::new(breaker)));
+        list.push(Some(DynBreaker::new(breaker)));
     }
     Ok(Group::new(
         format!("shared breaker, {} nodes (redis)", args.nodes),
@@ -247,7 +247,7 @@ async fn demo(args: DemoArgs, config: Config, judge: HttpJudge) -> anyhow::Resul
         "without breaker",
         bare,
         false,
-        vec![NodeBreaker::None; nodes],
+        vec![None; nodes],
         Arc::new(Mutex::new(Vec::new())),
     ));
     let groups: Vec<Arc<Group>> = groups.into_iter().map(Arc::new).collect();
@@ -345,7 +345,7 @@ async fn demo(args: DemoArgs, config: Config, judge: HttpJudge) -> anyhow::Resul
         }
     }
     for g in &groups {
-        for node in &g.nodes {
+        for node in g.nodes.iter().flatten() {
             node.flush().await;
         }
     }

@@ -40,7 +40,6 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use admin::Admin;
 use forward::{Proxy, Upstream, Worker};
-use guard::Guard;
 use metrics::Recorder;
 
 /// Arguments of `breakerbox proxy`.
@@ -97,9 +96,10 @@ async fn serve(config: ProxyConfig) -> anyhow::Result<()> {
     ));
     let mut upstreams = Vec::with_capacity(config.upstreams.len());
     for u in config.upstreams {
-        let guard = match &config.redis {
+        let shared = config.redis.is_some();
+        let breaker = match &config.redis {
             Some(redis) => {
-                Guard::shared(
+                guard::shared(
                     &redis.url,
                     redis.prefix.as_deref(),
                     &u.name,
@@ -108,10 +108,14 @@ async fn serve(config: ProxyConfig) -> anyhow::Result<()> {
                 )
                 .await
             }
-            None => Guard::local(&u.name, u.breaker.clone(), recorder.clone()),
+            None => guard::local(&u.name, u.breaker.clone(), recorder.clone()),
         }
         .with_context(|| format!("breaker {}", u.name))?;
-        upstreams.push(Upstream { config: u, guard });
+        upstreams.push(Upstream {
+            config: u,
+            breaker,
+            shared,
+        });
     }
     let proxy = Arc::new(Proxy::new(upstreams, recorder, config.limits));
     let limits = config.limits;

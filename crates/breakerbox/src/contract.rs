@@ -47,7 +47,10 @@
 //! # }
 //! ```
 
+mod dynamic;
 mod in_memory;
+
+pub use dynamic::{DynBreaker, DynClock, DynError, DynPermit, DynRecorded};
 
 use std::fmt::Debug;
 use std::future::Future;
@@ -144,6 +147,13 @@ pub trait Breaker: Clone + Debug + Send + Sync + 'static {
 
     /// Back to a fresh closed phase: new generation, empty window, no trips, no override.
     fn reset(&self) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static;
+
+    /// Sends what the engine still holds for its store (a Redis breaker's batched
+    /// outcomes) now: before a graceful shutdown, or to read a shared state that
+    /// includes them. Nothing to do for an engine that records in place.
+    fn flush(&self) -> impl Future<Output = ()> + Send + 'static {
+        std::future::ready(())
+    }
 
     /// Whether a registry may forget this breaker: closed, nothing waiting to be sent,
     /// and no other handle or permit held.

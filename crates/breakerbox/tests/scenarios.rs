@@ -11,7 +11,9 @@
 #![allow(clippy::unwrap_used)]
 
 /// Stamps one `#[test]` per named scenario of `scenarios::shared::$module`, on the
-/// in-memory engine, under the scenario's own name.
+/// in-memory engine, under the scenario's own name; and once more through the breaker
+/// contract alone (`breakerbox::contract`, what every integration uses), in a module
+/// `through_contract`.
 macro_rules! in_memory_scenarios {
     ($module:ident: $($name:ident),+ $(,)?) => {
         $(
@@ -22,6 +24,17 @@ macro_rules! in_memory_scenarios {
                 >();
             }
         )+
+
+        mod through_contract {
+            $(
+                #[test]
+                fn $name() {
+                    $crate::scenarios::shared::$module::$name::<
+                        $crate::scenarios::through_contract::ThroughContract,
+                    >();
+                }
+            )+
+        }
     };
 }
 
@@ -38,6 +51,7 @@ mod scenarios {
     mod manual;
     mod registry;
     pub(crate) mod support;
+    pub(crate) mod through_contract;
 
     /// The scenarios every engine must pass.
     pub(crate) mod shared {

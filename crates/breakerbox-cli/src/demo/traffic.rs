@@ -4,9 +4,10 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use breakerbox::contract::BreakerPermit;
 use breakerbox::model::TransitionReason;
 use breakerbox::{Phase, Verdict};
-use breakerbox_http::{HttpJudge, Judgement, TransportError};
+use breakerbox_http::{AfterHead, HttpJudge, Judgement, TransportError};
 use bytes::Bytes;
 use http::{Request, Uri};
 use http_body_util::{BodyExt, Empty};
@@ -15,7 +16,7 @@ use hyper_util::client::legacy::Client;
 use tokio::task::JoinSet;
 use tokio::time::{Instant, MissedTickBehavior};
 
-use super::node::NodeBreaker;
+use super::node::{self, NodeBreaker};
 use super::upstream::GROUP_HEADER;
 
 /// The HTTP client every caller shares.
@@ -119,7 +120,7 @@ impl Group {
 
     /// Whether the group calls through breakers.
     pub fn has_breaker(&self) -> bool {
-        self.nodes.iter().any(|n| !matches!(n, NodeBreaker::None))
+        self.nodes.iter().any(Option::is_some)
     }
 
     fn count(&self, update: impl Fn(&mut Counts)) {
@@ -146,7 +147,7 @@ impl Group {
     /// The phases the nodes see now: `closed`, or `open 2/half 1` when they differ.
     pub fn phase_text(&self) -> String {
         let mut seen: Vec<(Phase, usize)> = Vec::new();
-        for phase in self.nodes.iter().filter_map(NodeBreaker::phase) {
+        for phase in self.nodes.iter().filter_map(node::phase) {
             match seen.iter_mut().find(|(p, _)| *p == phase) {
                 Some((_, n)) => *n += 1,
                 None => seen.push((phase, 1)),
@@ -239,7 +240,7 @@ impl Callers {
         let Some(breaker) = group.nodes.get(node) else {
             return;
         };
-        let Some(permit) = breaker.acquire().await else {
+        let Some(permit) = node::acquire(breaker).await else {
             let waited = started.elapsed();
             group.count(|c| {
                 c.offered += 1;
@@ -248,7 +249,7 @@ impl Callers {
             });
             return;
         };
-        let probe = permit.is_probe();
+        let probe = node::is_probe(&permit);
         group.count(|c| {
             c.offered += 1;
             c.sent += 1;
@@ -262,24 +263,38 @@ impl Callers {
             Ok(request) => {
                 tokio::time::timeout(self.timeout, async {
                     let response = self.client.request(request).await.map_err(|_| ())?;
+                    let head = sent.elapsed();
                     let (parts, body) = response.into_parts();
-                    body.collect().await.map_err(|_| ())?;
-                    Ok::<_, ()>(parts)
+                    let body = body.collect().await.map(|b| b.to_bytes());
+                    Ok::<_, ()>((parts, head, body))
                 })
                 .await
             }
             Err(_) => Ok(Err(())),
         };
         let latency = sent.elapsed();
+        // One judging step for every transport: the same exchange judge as the proxy,
+        // the tower layer and the reqwest middleware.
+        let mut exchange = self.judge.exchange(probe);
         let judgement = match outcome {
-            Err(_) => self.judge.judge_transport(TransportError::Timeout, latency),
-            Ok(Err(())) => self.judge.judge_transport(TransportError::Other, latency),
-            Ok(Ok(parts)) => self
-                .judge
-                .judge_status(parts.status, &parts.headers, latency, probe),
+            Err(_) => exchange.on_transport_error(TransportError::Timeout, latency),
+            Ok(Err(())) => exchange.on_transport_error(TransportError::Other, latency),
+            Ok(Ok((parts, head, body))) => {
+                match exchange.on_head(parts.status, &parts.headers, head) {
+                    AfterHead::Judged(judgement) => judgement,
+                    AfterHead::ReadBody { cap } => match body {
+                        Ok(body) => exchange.on_body((body.len() <= cap).then_some(&body[..])),
+                        Err(_) => exchange.on_body_error(TransportError::Other),
+                    },
+                }
+            }
         };
         let verdict = judgement.verdict;
-        permit.record(verdict, latency).await;
+        if let Some(permit) = permit {
+            permit
+                .record_with_latency(verdict, exchange.latency())
+                .await;
+        }
         let waited = started.elapsed();
         group.count(|c| {
             c.waited += waited;

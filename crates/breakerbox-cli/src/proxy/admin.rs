@@ -6,6 +6,7 @@ mod access;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use breakerbox::contract::Breaker;
 use http::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE, WWW_AUTHENTICATE};
 use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
@@ -60,7 +61,7 @@ impl Admin {
                     .proxy
                     .upstreams
                     .iter()
-                    .map(|u| (u.config.name.as_str(), u.guard.phase()))
+                    .map(|u| (u.config.name.as_str(), u.breaker.phase()))
                     .collect();
                 text(
                     StatusCode::OK,
@@ -108,13 +109,13 @@ impl Admin {
             return reply::error(StatusCode::NOT_FOUND, "unknown_breaker", Some(name), None);
         };
         let done = match action {
-            "trip" => upstream.guard.trip().await,
-            _ => upstream.guard.reset().await,
+            "trip" => super::guard::trip(&upstream.breaker).await,
+            _ => super::guard::reset(&upstream.breaker).await,
         };
         match done {
             Ok(()) => reply::json(
                 StatusCode::OK,
-                &json!({ "ok": true, "breaker": name, "action": action, "phase": upstream.guard.phase().as_str() }),
+                &json!({ "ok": true, "breaker": name, "action": action, "phase": upstream.breaker.phase().as_str() }),
             ),
             Err(error) => reply::error(
                 StatusCode::BAD_GATEWAY,

@@ -24,11 +24,11 @@ use tokio::time::Sleep;
 
 use super::body::BoxError;
 use super::forward::Worker;
-use super::guard::Ticket;
 use super::metrics::UpstreamError;
 use super::pool::Lent;
 use super::probe_watch::ProbeHold;
 use super::upload::UploadState;
+use breakerbox::contract::{BreakerPermit, DynPermit};
 
 /// How a response body failed after its head.
 #[derive(Debug)]
@@ -69,18 +69,18 @@ pub enum Hold {
     /// Nothing to judge (the permit was given back early).
     Nothing,
     /// A permit held by the body alone.
-    Own(Ticket),
+    Own(DynPermit),
     /// A probe, shared with a watchdog that gives it back if the client stops reading.
     Watched(ProbeHold),
 }
 
 impl Hold {
     /// Holds `ticket`, if any.
-    pub fn new(ticket: Option<Ticket>) -> Hold {
+    pub fn new(ticket: Option<DynPermit>) -> Hold {
         ticket.map_or(Hold::Nothing, Hold::Own)
     }
 
-    fn take(&mut self) -> Option<Ticket> {
+    fn take(&mut self) -> Option<DynPermit> {
         match std::mem::replace(self, Hold::Nothing) {
             Hold::Nothing => None,
             Hold::Own(ticket) => Some(ticket),
@@ -177,13 +177,13 @@ impl Outcome {
     }
 
     /// Records `judgement` with the exchange's latency (the time to the head).
-    fn record(&self, ticket: Ticket, judgement: Judgement) {
+    fn record(&self, ticket: DynPermit, judgement: Judgement) {
         let (verdict, hint) = (judgement.verdict, judgement.retry_after);
         let name = &self.worker.proxy.upstreams[self.slot].config.name;
         if let Some(s) = self.worker.proxy.recorder.stats(name) {
             s.judged(judgement);
         }
-        ticket.record_detached(verdict, self.exchange.latency(), hint);
+        drop(ticket.record_with_retry_hint(verdict, self.exchange.latency(), hint));
     }
 }
 

@@ -13,9 +13,9 @@ use hyper::body::Incoming;
 use tokio::time::Sleep;
 
 use super::body::ProxyBody;
-use super::guard::Ticket;
 use super::pool::{Lent, Pool, SendError};
 use super::upload::{ClientFault, UploadState};
+use breakerbox::contract::{BreakerPermit, DynPermit};
 
 /// How an exchange failed before a response head arrived.
 #[derive(Debug)]
@@ -76,7 +76,7 @@ pub async fn send(
     request: Request<ProxyBody>,
     upload: Option<&UploadState>,
     timeout: Duration,
-    ticket: &mut Option<Ticket>,
+    ticket: &mut Option<DynPermit>,
 ) -> Result<Head, Failed> {
     let clock = MonotonicClock;
     let started = clock.now();
@@ -86,7 +86,7 @@ pub async fn send(
     let sleep = tokio::time::sleep(timeout);
     tokio::pin!(sleep);
     // Only a probe with a body to upload is watched (no timer otherwise).
-    let watched = upload.filter(|_| ticket.as_ref().is_some_and(Ticket::is_probe));
+    let watched = upload.filter(|_| ticket.as_ref().is_some_and(DynPermit::is_probe));
     let mut patience = watched.map(|_| Box::pin(tokio::time::sleep(PROBE_CLIENT_PATIENCE)));
     loop {
         tokio::select! {

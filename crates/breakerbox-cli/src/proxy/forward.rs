@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
+use breakerbox::contract::{Breaker, BreakerPermit, DynBreaker};
 use breakerbox_http::{AfterHead, Exchange, TransportError};
 use bytes::Bytes;
 use http::header::{self, Entry, HeaderMap, HeaderName, HeaderValue};
@@ -16,7 +17,6 @@ use super::body::ProxyBody;
 use super::config::{Limits, UpstreamConfig};
 use super::download::{BodyFault, Download, Hold, Outcome, UpstreamJudge};
 use super::exchange::{self, Failed};
-use super::guard::Guard;
 use super::metrics::{Recorder, UpstreamError};
 use super::pool::{Pool, SendError};
 use super::reply;
@@ -28,8 +28,10 @@ use super::upload::{ClientFault, Upload, UploadState};
 pub struct Upstream {
     /// Its config.
     pub config: UpstreamConfig,
-    /// Its breaker.
-    pub guard: Guard,
+    /// Its breaker (the engine chosen by the config).
+    pub breaker: DynBreaker,
+    /// Whether the breaker's state is shared through Redis.
+    pub shared: bool,
 }
 
 /// The proxy: upstreams, limits and counters, shared by every worker thread.
@@ -183,7 +185,7 @@ impl Proxy {
             Err(response) => return Ok(response),
         };
 
-        let ticket = match upstream.guard.acquire().await {
+        let ticket = match upstream.breaker.acquire_now_or_later().await {
             Ok(ticket) => ticket,
             Err(open) => {
                 if let Some(s) = stats {
@@ -241,7 +243,7 @@ impl Proxy {
                 let j = exchange.on_transport_error(TransportError::Timeout, latency);
                 if let Some(ticket) = ticket {
                     ticket
-                        .record_hinted(j.verdict, exchange.latency(), j.retry_after)
+                        .record_with_retry_hint(j.verdict, exchange.latency(), j.retry_after)
                         .await;
                 }
                 if let Some(s) = stats {
@@ -278,7 +280,7 @@ impl Proxy {
                 let j = exchange.on_transport_error(transport, latency);
                 if let Some(ticket) = ticket {
                     ticket
-                        .record_hinted(j.verdict, exchange.latency(), j.retry_after)
+                        .record_with_retry_hint(j.verdict, exchange.latency(), j.retry_after)
                         .await;
                 }
                 if let Some(s) = stats {

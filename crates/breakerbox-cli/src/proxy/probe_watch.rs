@@ -10,14 +10,14 @@ use std::time::Duration;
 
 use breakerbox::{Clock, MonotonicClock};
 
-use super::guard::Ticket;
+use breakerbox::contract::DynPermit;
 
 /// How long a probe's client may leave its response body unread.
 pub const PROBE_READER_PATIENCE: Duration = Duration::from_secs(1);
 
 /// A probe permit shared between its response body and a watchdog.
 struct ProbeWatch {
-    ticket: Mutex<Option<Ticket>>,
+    ticket: Mutex<Option<DynPermit>>,
     /// When the body last handed a frame to the client (nanoseconds + 1); 0 while the
     /// client is asking for more (the body waits on the upstream, not on the client).
     idle_since: AtomicU64,
@@ -30,7 +30,7 @@ pub struct ProbeHold(Arc<ProbeWatch>);
 
 impl ProbeHold {
     /// Watches `ticket` from now on (the head has just gone to the client).
-    pub fn start(ticket: Ticket) -> ProbeHold {
+    pub fn start(ticket: DynPermit) -> ProbeHold {
         let clock = MonotonicClock;
         let watch = Arc::new(ProbeWatch {
             ticket: Mutex::new(Some(ticket)),
@@ -42,7 +42,7 @@ impl ProbeHold {
     }
 
     /// Takes the permit out (to record it); `None` when the watchdog gave it back.
-    pub fn take(&self) -> Option<Ticket> {
+    pub fn take(&self) -> Option<DynPermit> {
         self.0.take()
     }
 
@@ -65,7 +65,7 @@ impl Drop for ProbeHold {
 }
 
 impl ProbeWatch {
-    fn take(&self) -> Option<Ticket> {
+    fn take(&self) -> Option<DynPermit> {
         self.ticket.lock().ok()?.take()
     }
 

@@ -1,5 +1,6 @@
 //! `/status`: every breaker's state and counters, and the recent transitions, as JSON.
 
+use breakerbox::contract::Breaker;
 use serde_json::{json, Map, Value};
 
 use super::forward::Proxy;
@@ -18,9 +19,9 @@ pub async fn status(proxy: &Proxy) -> Value {
             "upstream": format!("http://{}{}", c.authority, c.base_path),
             "route": c.route,
             "host": c.host,
-            "shared": u.guard.is_shared(),
+            "shared": u.shared,
         });
-        match u.guard.snapshot().await {
+        match super::guard::snapshot(&u.breaker).await {
             Ok(s) => {
                 entry["phase"] = json!(s.phase.as_str());
                 entry["generation"] = json!(s.generation);
@@ -38,7 +39,7 @@ pub async fn status(proxy: &Proxy) -> Value {
                 entry["trips"] = json!(s.trips);
             }
             Err(error) => {
-                entry["phase"] = json!(u.guard.phase().as_str());
+                entry["phase"] = json!(u.breaker.phase().as_str());
                 entry["error"] = json!(error);
             }
         }

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BinaryHeap};
 
 use breakerbox::model::{Decision, ModelState, Operation, PermitKind, TransitionReason};
 use breakerbox::{Config, JitterSource, Nanos, Phase, SplitMix, Verdict};
-use breakerbox_http::{HttpJudge, Judgement, TransportError};
+use breakerbox_http::{AfterHead, HttpJudge, Judgement, TransportError};
 use http::{HeaderMap, StatusCode};
 use serde::Serialize;
 
@@ -235,21 +235,25 @@ impl Replayer {
         self.jitter.as_ref().map_or(0.0, JitterSource::sample)
     }
 
+    /// Judges one recorded exchange through the same sans-IO exchange judge as the proxy,
+    /// the tower layer and the reqwest middleware: the head, then (only when a rule asks)
+    /// a body carrying the recorded business code.
     fn judge(&self, status: u16, latency: Nanos, code: Option<&str>, probe: bool) -> Judgement {
         let latency = latency.as_duration();
+        let mut exchange = self.judge.exchange(probe);
         let Ok(status) = StatusCode::from_u16(status) else {
-            return self
-                .judge
-                .judge_transport(TransportError::NoResponse, latency);
+            return exchange.on_transport_error(TransportError::NoResponse, latency);
         };
-        let body = match (code, &self.pointer) {
-            (Some(code), Some(pointer)) if self.judge.wants_body(status) => {
-                Some(body_with_code(pointer, code))
+        match exchange.on_head(status, &self.headers, latency) {
+            AfterHead::Judged(judgement) => judgement,
+            AfterHead::ReadBody { .. } => {
+                let body = match (code, &self.pointer) {
+                    (Some(code), Some(pointer)) => Some(body_with_code(pointer, code)),
+                    _ => None,
+                };
+                exchange.on_body(body.as_deref())
             }
-            _ => None,
-        };
-        self.judge
-            .judge_response(status, &self.headers, body.as_deref(), latency, probe)
+        }
     }
 
     /// Keeps the phase accounting and transition counts up to date after an operation.

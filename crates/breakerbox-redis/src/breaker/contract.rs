@@ -89,6 +89,11 @@ impl<C: Clock + Clone> Breaker for RedisBreaker<C> {
         async move { RedisBreaker::reset(&this).await }
     }
 
+    fn flush(&self) -> impl Future<Output = ()> + Send + 'static {
+        let this = self.clone();
+        async move { RedisBreaker::flush(&this).await }
+    }
+
     fn is_idle(&self) -> bool {
         RedisBreaker::is_idle(self)
     }

@@ -1,11 +1,14 @@
 //! The Redis engine behind the core's engine-generic scenarios: a [`RedisBreaker`] in
 //! strict mode (every acquire and outcome is a script call), the scripts' time taken from
 //! the scenario's `ManualClock`, on its own `redis-server`, driven through a
-//! current-thread tokio runtime owned by the adapter (`block_on` per operation).
+//! current-thread tokio runtime owned by the adapter (`block_on` per operation). It is
+//! driven through the breaker contract (`breakerbox::contract`), what every integration
+//! uses.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use breakerbox::contract::{Breaker, BreakerPermit};
 use breakerbox::model::PermitKind;
 use breakerbox::{
     CallError, CircuitOpen, ConfigBuilder, Event, EventKind, ManualClock, Phase, Snapshot, Verdict,
@@ -78,7 +81,7 @@ impl ScenarioEngine for RedisEngine {
     }
 
     fn try_acquire(&self) -> Result<Self::Permit<'_>, CircuitOpen> {
-        let permit = self.block_on(self.breaker().acquire())?;
+        let permit = self.block_on(Breaker::acquire(self.breaker()))?;
         assert!(!permit.is_fallback(), "Redis answered every acquire");
         Ok(RedisHandle {
             engine: self,
@@ -91,7 +94,7 @@ impl ScenarioEngine for RedisEngine {
     }
 
     fn snapshot(&self) -> Snapshot {
-        self.block_on(self.breaker().snapshot()).unwrap()
+        self.block_on(Breaker::snapshot(self.breaker())).unwrap()
     }
 
     fn phase(&self) -> Phase {
@@ -99,24 +102,25 @@ impl ScenarioEngine for RedisEngine {
     }
 
     fn force_open(&self) {
-        self.block_on(self.breaker().force_open()).unwrap()
+        self.block_on(Breaker::force_open(self.breaker())).unwrap()
     }
 
     fn force_open_for(&self, duration: Duration) {
-        self.block_on(self.breaker().force_open_for(duration))
+        self.block_on(Breaker::force_open_for(self.breaker(), duration))
             .unwrap()
     }
 
     fn disable(&self) {
-        self.block_on(self.breaker().disable()).unwrap()
+        self.block_on(Breaker::disable(self.breaker())).unwrap()
     }
 
     fn disable_for(&self, duration: Duration) {
-        self.block_on(self.breaker().disable_for(duration)).unwrap()
+        self.block_on(Breaker::disable_for(self.breaker(), duration))
+            .unwrap()
     }
 
     fn reset(&self) {
-        self.block_on(self.breaker().reset()).unwrap()
+        self.block_on(Breaker::reset(self.breaker())).unwrap()
     }
 
     fn take_events(&self) -> Vec<EventKind> {
@@ -172,12 +176,16 @@ impl ScenarioPermit for RedisHandle<'_> {
 
     fn record(self, verdict: Verdict) {
         let engine = self.engine;
-        engine.block_on(self.take().record(verdict))
+        engine.block_on(BreakerPermit::record(self.take(), verdict))
     }
 
     fn record_with_latency(self, verdict: Verdict, latency: Duration) {
         let engine = self.engine;
-        engine.block_on(self.take().record_with_latency(verdict, latency))
+        engine.block_on(BreakerPermit::record_with_latency(
+            self.take(),
+            verdict,
+            latency,
+        ))
     }
 }
 
