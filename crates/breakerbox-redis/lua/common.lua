@@ -20,6 +20,7 @@
 -- can step back. Half-open probe slots are leases (`leases`: "token:deadline_us,..."):
 -- a slot whose lease deadline passed is reclaimed by the next operation, so a reservation
 -- whose caller timed out, crashed or lost its outcome cannot wedge the half-open phase.
+-- Rule numbers ("rule 7") refer to docs/RULES.md in the repository.
 
 local CLOSED, OPEN, HALF, FORCED, DISABLED = 0, 1, 2, 3, 4
 local NORMAL, PROBE, PASS = 0, 1, 2

@@ -10,6 +10,8 @@
 //!
 //! `BB_DIFF_CASES` sets the number of cases (default 600, whatever `PROPTEST_CASES` says),
 //! `BB_DIFF_SEED` the seed (fixed by default, so CI runs the same cases).
+//!
+//! Rule numbers ("rule 7") refer to `docs/RULES.md` in the repository.
 
 #![allow(clippy::unwrap_used)] // tests unwrap
 

@@ -23,7 +23,7 @@ pub(crate) enum Readiness {
 /// An admitted call: its permit (released if dropped unrecorded) and, when the judge looks
 /// at latency, the breaker's clock and the start reading.
 pub(crate) struct Admission<B: Breaker> {
-    permit: B::Permit,
+    permit: B::OwnedPermit,
     timer: Option<(B::Clock, Nanos)>,
 }
 
@@ -47,7 +47,7 @@ pub(crate) struct Pending<B: Breaker> {
 
 impl<B: Breaker> Pending<B> {
     /// The admission, once the store admitted the call.
-    pub(crate) fn admitted(&self, permit: B::Permit) -> Admission<B> {
+    pub(crate) fn admitted(&self, permit: B::OwnedPermit) -> Admission<B> {
         Admission::new(permit, &self.clock, self.timed)
     }
 }
@@ -77,7 +77,7 @@ impl<B: Breaker> Admission<B> {
                 Some(Duration::ZERO),
             ))
         };
-        match breaker.try_acquire_local() {
+        match breaker.try_acquire_local_owned() {
             LocalAdmission::Admitted(permit) => {
                 if readiness == Readiness::Open {
                     drop(permit);
@@ -96,7 +96,7 @@ impl<B: Breaker> Admission<B> {
     }
 
     #[inline]
-    fn new(permit: B::Permit, clock: &B::Clock, timed: bool) -> Self {
+    fn new(permit: B::OwnedPermit, clock: &B::Clock, timed: bool) -> Self {
         let timer = if timed {
             let clock = clock.clone();
             let started = clock.now();

@@ -1,4 +1,6 @@
 //! A point-in-time view of a breaker, for status pages, metrics and tests.
+//!
+//! Rule numbers ("rule 7") refer to `docs/RULES.md` in the repository.
 
 use std::time::Duration;
 

@@ -19,7 +19,11 @@ pub type AcquireFuture<C> =
 
 impl<C: Clock + Clone> Breaker for RedisBreaker<C> {
     type Clock = C;
-    type Permit = RedisPermit<C>;
+    type Permit<'a>
+        = RedisPermit<C>
+    where
+        C: 'a;
+    type OwnedPermit = RedisPermit<C>;
     type Acquire = AcquireFuture<C>;
     type Error = StoreError;
 
@@ -45,6 +49,11 @@ impl<C: Clock + Clone> Breaker for RedisBreaker<C> {
 
     #[inline]
     fn try_acquire_local(&self) -> LocalAdmission<RedisPermit<C>> {
+        RedisBreaker::try_acquire_local(self)
+    }
+
+    #[inline]
+    fn try_acquire_local_owned(&self) -> LocalAdmission<RedisPermit<C>> {
         RedisBreaker::try_acquire_local(self)
     }
 

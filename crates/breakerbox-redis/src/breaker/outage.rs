@@ -17,6 +17,8 @@
 //!    as if its own policy had tripped. If Redis is in any other phase, Redis wins.
 //! 4. In every other case Redis wins: the local view is replaced by the stored state and
 //!    the fallback breaker is reset for the next outage.
+//!
+//! Rule numbers ("rule 7") refer to `docs/RULES.md` in the repository.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;

@@ -1,4 +1,6 @@
 //! The right to make one call through a [`RedisBreaker`](crate::RedisBreaker).
+//!
+//! Rule numbers ("rule 7") refer to `docs/RULES.md` in the repository.
 
 use std::future::Future;
 use std::pin::Pin;

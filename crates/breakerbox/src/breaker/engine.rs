@@ -8,6 +8,8 @@
 //!   published (release), and read after the word (acquire).
 //! - Closed-phase state (streak, window) is tagged with the closed generation, so a new
 //!   closed phase starts fresh without waiting for writers of older ones.
+//!
+//! Rule numbers ("rule 7") refer to `docs/RULES.md` in the repository.
 
 use super::count_window::CountWindow;
 use super::layout::epoch_tag;

@@ -6,6 +6,8 @@
 //! outcome or two (never more than the number of concurrent writers), which is the price of
 //! O(1) recording without a lock. Reading sums the B buckets still inside the window.
 //! The key and counts layouts are in [`super::layout`].
+//!
+//! Rule numbers ("rule 7") refer to `docs/RULES.md` in the repository.
 
 use super::layout::{
     tag_is_newer, BUCKET_CALLS_MASK as CALLS_MASK, BUCKET_CALLS_SHIFT as CALLS_SHIFT,

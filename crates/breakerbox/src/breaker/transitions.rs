@@ -1,6 +1,8 @@
 //! Phase changes. Every function here runs with `cold` locked; the lock serialises
 //! generations, while half-open counters may still move lock-free, which is why the word is
 //! published by compare-and-swap.
+//!
+//! Rule numbers ("rule 7") refer to `docs/RULES.md` in the repository.
 
 use super::engine::{Cold, Engine, Pending};
 use super::layout::epoch_tag;

@@ -66,7 +66,7 @@ impl<B: Breaker> ErasedBreaker for B {
     }
 
     fn try_acquire_local(&self) -> LocalAdmission<DynPermit> {
-        match Breaker::try_acquire_local(self) {
+        match Breaker::try_acquire_local_owned(self) {
             LocalAdmission::Admitted(permit) => LocalAdmission::Admitted(DynPermit::new(permit)),
             LocalAdmission::Rejected(open) => LocalAdmission::Rejected(open),
             LocalAdmission::Remote => LocalAdmission::Remote,
@@ -201,7 +201,8 @@ impl Error for DynError {
 
 impl Breaker for DynBreaker {
     type Clock = DynClock;
-    type Permit = DynPermit;
+    type Permit<'a> = DynPermit;
+    type OwnedPermit = DynPermit;
     type Acquire = BoxFuture<Result<DynPermit, CircuitOpen>>;
     type Error = DynError;
 
@@ -226,6 +227,10 @@ impl Breaker for DynBreaker {
     }
 
     fn try_acquire_local(&self) -> LocalAdmission<DynPermit> {
+        self.engine.try_acquire_local()
+    }
+
+    fn try_acquire_local_owned(&self) -> LocalAdmission<DynPermit> {
         self.engine.try_acquire_local()
     }
 
@@ -286,7 +291,7 @@ trait ErasedPermit: Send + fmt::Debug + 'static {
     ) -> DynRecorded;
 }
 
-impl<P: BreakerPermit> ErasedPermit for P {
+impl<P: BreakerPermit + 'static> ErasedPermit for P {
     fn generation(&self) -> u64 {
         BreakerPermit::generation(self)
     }
@@ -318,7 +323,7 @@ pub struct DynPermit {
 }
 
 impl DynPermit {
-    fn new<P: BreakerPermit>(permit: P) -> DynPermit {
+    fn new<P: BreakerPermit + 'static>(permit: P) -> DynPermit {
         DynPermit {
             inner: Box::new(permit),
         }

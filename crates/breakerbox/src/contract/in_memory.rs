@@ -6,11 +6,17 @@ use std::time::Duration;
 
 use super::{Breaker, BreakerPermit, LocalAdmission, RecordedNow};
 use crate::model::PermitKind;
-use crate::{CircuitBreaker, CircuitOpen, Clock, Config, OwnedPermit, Phase, Snapshot, Verdict};
+use crate::{
+    CircuitBreaker, CircuitOpen, Clock, Config, OwnedPermit, Permit, Phase, Snapshot, Verdict,
+};
 
 impl<C: Clock + Clone> Breaker for CircuitBreaker<C> {
     type Clock = C;
-    type Permit = OwnedPermit<C>;
+    type Permit<'a>
+        = Permit<'a, C>
+    where
+        C: 'a;
+    type OwnedPermit = OwnedPermit<C>;
     type Acquire = Ready<Result<OwnedPermit<C>, CircuitOpen>>;
     type Error = Infallible;
 
@@ -36,7 +42,15 @@ impl<C: Clock + Clone> Breaker for CircuitBreaker<C> {
     }
 
     #[inline]
-    fn try_acquire_local(&self) -> LocalAdmission<OwnedPermit<C>> {
+    fn try_acquire_local(&self) -> LocalAdmission<Permit<'_, C>> {
+        match self.try_acquire() {
+            Ok(permit) => LocalAdmission::Admitted(permit),
+            Err(open) => LocalAdmission::Rejected(open),
+        }
+    }
+
+    #[inline]
+    fn try_acquire_local_owned(&self) -> LocalAdmission<OwnedPermit<C>> {
         match self.try_acquire_owned() {
             Ok(permit) => LocalAdmission::Admitted(permit),
             Err(open) => LocalAdmission::Rejected(open),
@@ -87,31 +101,39 @@ impl<C: Clock + Clone> Breaker for CircuitBreaker<C> {
     }
 }
 
-impl<C: Clock + Clone> BreakerPermit for OwnedPermit<C> {
-    type Recorded = RecordedNow;
+/// The permit methods of the contract, for both permits of the in-memory engine.
+macro_rules! contract_permit {
+    ($ty:ty) => {
+        impl<C: Clock + Clone> BreakerPermit for $ty {
+            type Recorded = RecordedNow;
 
-    fn generation(&self) -> u64 {
-        OwnedPermit::generation(self)
-    }
+            fn generation(&self) -> u64 {
+                <$ty>::generation(self)
+            }
 
-    fn kind(&self) -> PermitKind {
-        OwnedPermit::kind(self)
-    }
+            fn kind(&self) -> PermitKind {
+                <$ty>::kind(self)
+            }
 
-    #[inline]
-    fn record(self, verdict: Verdict) -> RecordedNow {
-        OwnedPermit::record(self, verdict);
-        RecordedNow
-    }
+            #[inline]
+            fn record(self, verdict: Verdict) -> RecordedNow {
+                <$ty>::record(self, verdict);
+                RecordedNow
+            }
 
-    #[inline]
-    fn record_with_retry_hint(
-        self,
-        verdict: Verdict,
-        latency: Duration,
-        retry_hint: Option<Duration>,
-    ) -> RecordedNow {
-        OwnedPermit::record_with_retry_hint(self, verdict, latency, retry_hint);
-        RecordedNow
-    }
+            #[inline]
+            fn record_with_retry_hint(
+                self,
+                verdict: Verdict,
+                latency: Duration,
+                retry_hint: Option<Duration>,
+            ) -> RecordedNow {
+                <$ty>::record_with_retry_hint(self, verdict, latency, retry_hint);
+                RecordedNow
+            }
+        }
+    };
 }
+
+contract_permit!(Permit<'_, C>);
+contract_permit!(OwnedPermit<C>);

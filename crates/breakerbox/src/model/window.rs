@@ -1,5 +1,7 @@
 //! The model's rate windows: plain, obviously correct, and the specification for the
 //! engine's lock-free windows and the Lua scripts (rule 7).
+//!
+//! Rule numbers ("rule 7") refer to `docs/RULES.md` in the repository.
 
 use std::collections::VecDeque;
 

@@ -1,5 +1,7 @@
 //! Half-open: probe slots, successes to close, failures and deadlines to re-open, and
 //! results that arrive too late. Engine-generic (also run against Redis).
+//!
+//! Rule numbers ("rule 7") refer to `docs/RULES.md` in the repository.
 
 use std::time::Duration;
 
