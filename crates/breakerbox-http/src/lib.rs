@@ -1,3 +1,4 @@
+#![warn(unreachable_pub, missing_debug_implementations)]
 //! # breakerbox-http
 //!
 //! Judging HTTP outcomes for [breakerbox] circuit breakers: whether a response

@@ -1,4 +1,5 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
+#![warn(unreachable_pub, missing_debug_implementations)]
 //! # breakerbox-redis
 //!
 //! One circuit breaker shared by many processes and machines, its state in Redis.

@@ -1,3 +1,4 @@
+#![warn(unreachable_pub, missing_debug_implementations)]
 //! # breakerbox-reqwest
 //!
 //! A [`reqwest_middleware::Middleware`] that puts a [breakerbox] circuit

@@ -1,3 +1,4 @@
+#![warn(unreachable_pub, missing_debug_implementations)]
 //! # breakerbox-tower
 //!
 //! A [tower] middleware that puts a [breakerbox] circuit breaker in front of any

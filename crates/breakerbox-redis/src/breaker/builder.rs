@@ -73,6 +73,18 @@ pub struct RedisBreakerBuilder<C = MonotonicClock> {
     jitter: Option<Arc<dyn JitterSource>>,
 }
 
+impl<C> fmt::Debug for RedisBreakerBuilder<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisBreakerBuilder")
+            .field("name", &self.name)
+            .field("node", &self.node.is_some())
+            .field("store", &self.store)
+            .field("mode", &self.mode)
+            .field("fallback", &self.fallback)
+            .finish_non_exhaustive()
+    }
+}
+
 impl RedisBreakerBuilder<MonotonicClock> {
     pub(crate) fn new(url: String, name: String) -> Self {
         RedisBreakerBuilder {
