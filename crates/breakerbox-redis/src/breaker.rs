@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use breakerbox::contract::LocalAdmission;
-use breakerbox::model::{PermitKind, WindowCounts};
+use breakerbox::model::{Decision, PermitKind, WindowCounts};
 use breakerbox::{
     CallError, CircuitBreaker, CircuitOpen, Clock, Config, DefaultJudge, Event, EventKind,
     JitterSource, Judge, Listener, MonotonicClock, Nanos, Phase, Snapshot, Verdict,
@@ -518,25 +518,18 @@ impl<C: Clock + Clone> RedisBreaker<C> {
             Ok(answer) => {
                 let reply = inner.absorb(answer, false, Some(r));
                 match reply.decision {
-                    ReplyDecision::Admitted {
-                        generation,
-                        kind,
-                        token,
-                    } => {
+                    ReplyDecision::Model(Decision::Admitted { generation, kind }) => {
                         let route = match (inner.mode, kind) {
                             (_, PermitKind::Passthrough) => Route::Free,
                             (Mode::LocalView(_), PermitKind::Normal) => Route::Batched,
                             _ => Route::Redis,
                         };
-                        Ok(self.permit(generation, kind, token, route))
+                        Ok(self.permit(generation, kind, reply.lease, route))
                     }
-                    ReplyDecision::Rejected {
-                        phase,
-                        retry_after_us,
-                    } => Err(inner.reject(CircuitOpen::new(
-                        phase,
-                        retry_after_us.map(micros_to_duration),
-                    ))),
+                    ReplyDecision::Model(Decision::Rejected { phase, retry_after }) => {
+                        Err(inner
+                            .reject(CircuitOpen::new(phase, retry_after.map(Nanos::as_duration))))
+                    }
                     other => {
                         tracing::warn!(
                             target: "breakerbox_redis",

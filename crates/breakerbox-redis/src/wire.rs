@@ -1,9 +1,9 @@
 //! What goes over the wire: the config as a script argument, and the scripts' replies.
 
 use breakerbox::config::WindowKind;
-use breakerbox::model::Transition;
+use breakerbox::model::{Decision, Transition};
 use breakerbox::model::{PermitKind, TransitionReason, WindowCounts};
-use breakerbox::{Config, Phase};
+use breakerbox::{Config, Nanos, Phase};
 use redis::Value;
 
 /// Whole microseconds of a duration (sub-microsecond parts are dropped: the Redis engine
@@ -53,33 +53,15 @@ pub(crate) fn encode_config(config: &Config, probe_lease: std::time::Duration) -
     )
 }
 
-/// What a script decided.
+/// What a script decided: for an acquire, a release, an outcome or a manual operation, the
+/// model's own [`Decision`] (the scripts port the model); besides, what only a script
+/// answers (a batch, a read, a repair).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ReplyDecision {
-    /// Acquire admitted a call.
-    Admitted {
-        /// The permit's generation.
-        generation: u64,
-        /// The permit's kind.
-        kind: PermitKind,
-        /// A probe's lease token (0 for other kinds): its outcome or release names it.
-        token: u64,
-    },
-    /// Acquire rejected the call.
-    Rejected {
-        /// The phase after the acquire.
-        phase: Phase,
-        /// When to retry, in microseconds, if known.
-        retry_after_us: Option<u64>,
-    },
-    /// A release was applied.
-    Recorded,
-    /// A release belonged to an older generation.
-    Stale,
+    /// The model's decision. An admitted probe's lease token is [`Reply::lease`].
+    Model(Decision),
     /// A batch of outcomes: one entry per outcome, `true` recorded, `false` stale.
     Batch(Vec<bool>),
-    /// A manual operation was applied.
-    Done,
     /// A read: what the window holds now (zero outside closed).
     State(WindowCounts),
     /// The script found the value corrupt (the reason) and replaced it by a fresh closed
@@ -127,6 +109,8 @@ impl StoredState {
 pub struct Reply {
     /// What was decided.
     pub decision: ReplyDecision,
+    /// The lease token of the probe slot an acquire reserved (rule 15); 0 otherwise.
+    pub lease: u64,
     /// The state after the operation.
     pub state: StoredState,
     /// The script's `now` (Redis `TIME`, or the explicit time), in microseconds.
@@ -261,22 +245,25 @@ pub(crate) fn parse_reply(value: &Value) -> Result<Reply, ParseError> {
         });
         at += 4;
     }
+    let mut lease = 0;
     let decision = match head.as_str() {
-        "admit" => ReplyDecision::Admitted {
-            generation: uint(v, 1)?,
-            kind: kind(int(v, 2)?)?,
-            token: token(v, 3)?,
-        },
-        "reject" => ReplyDecision::Rejected {
+        "admit" => {
+            lease = token(v, 3)?;
+            ReplyDecision::Model(Decision::Admitted {
+                generation: uint(v, 1)?,
+                kind: kind(int(v, 2)?)?,
+            })
+        }
+        "reject" => ReplyDecision::Model(Decision::Rejected {
             phase: phase(v, 1)?,
-            retry_after_us: match int(v, 2)? {
+            retry_after: match int(v, 2)? {
                 -1 => None,
-                n => Some(u64::try_from(n).unwrap_or(0)),
+                n => Some(Nanos(u64::try_from(n).unwrap_or(0).saturating_mul(1_000))),
             },
-        },
-        "recorded" => ReplyDecision::Recorded,
-        "stale" => ReplyDecision::Stale,
-        "done" => ReplyDecision::Done,
+        }),
+        "recorded" => ReplyDecision::Model(Decision::Recorded),
+        "stale" => ReplyDecision::Model(Decision::Stale),
+        "done" => ReplyDecision::Model(Decision::Done),
         "repaired" => ReplyDecision::Repaired(text(v, 1)?),
         "batch" => {
             let n = usize::try_from(uint(v, 1)?).unwrap_or(usize::MAX);
@@ -295,6 +282,7 @@ pub(crate) fn parse_reply(value: &Value) -> Result<Reply, ParseError> {
     };
     Ok(Reply {
         decision,
+        lease,
         state,
         now_us,
         transitions,

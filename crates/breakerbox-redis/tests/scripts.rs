@@ -8,7 +8,7 @@ mod redis_server;
 
 use std::time::Duration;
 
-use breakerbox::model::PermitKind;
+use breakerbox::model::{Decision, PermitKind};
 use breakerbox::{Config, Phase, Verdict};
 use breakerbox_redis::{
     ManualOp, OutcomeArg, RedisStore, ReplyDecision, StoreError, StoreOptions,
@@ -78,15 +78,11 @@ async fn redis_time_drives_the_open_phase_when_no_time_is_given() {
     );
     assert_eq!(reply.state.until_us, Some(now + 10_000_000));
     let rejected = store.acquire(None, 0.0).await.unwrap().reply;
-    let ReplyDecision::Rejected {
-        phase,
-        retry_after_us,
-    } = rejected.decision
-    else {
+    let ReplyDecision::Model(Decision::Rejected { phase, retry_after }) = rejected.decision else {
         panic!("{rejected:?}")
     };
     assert_eq!(phase, Phase::Open);
-    let left = retry_after_us.unwrap();
+    let left = retry_after.unwrap().as_u64() / 1_000;
     assert!(
         left <= 10_000_000 && left > 9_000_000,
         "retry after {left} us"
@@ -121,7 +117,7 @@ async fn a_foreign_string_under_the_key_is_reported_and_repaired() {
     assert!(why.contains("string"), "{why}");
     assert!(matches!(
         answer.reply.decision,
-        ReplyDecision::Admitted { .. }
+        ReplyDecision::Model(Decision::Admitted { .. })
     ));
     assert_eq!(answer.reply.state.phase, Phase::Closed);
     assert_eq!(server.command(&["TYPE", "bb:{foreign}"]).unwrap(), "+hash");
@@ -293,14 +289,14 @@ async fn trip_and_probe(store: &RedisStore) -> u64 {
         .await
         .unwrap()
         .reply;
-    let ReplyDecision::Admitted {
+    let ReplyDecision::Model(Decision::Admitted {
         generation,
         kind: PermitKind::Probe,
-        token: 41,
-    } = reply.decision
+    }) = reply.decision
     else {
         panic!("a probe: {reply:?}")
     };
+    assert_eq!(reply.lease, 41, "the slot is leased to the caller's token");
     generation
 }
 
@@ -312,7 +308,10 @@ async fn an_unreported_probe_slot_is_reclaimed_when_its_lease_runs_out() {
     // The probe's caller never reports (it timed out on the client, or crashed).
     let busy = store.acquire(Some(12_000_999), 0.0).await.unwrap().reply;
     assert!(
-        matches!(busy.decision, ReplyDecision::Rejected { .. }),
+        matches!(
+            busy.decision,
+            ReplyDecision::Model(Decision::Rejected { .. })
+        ),
         "{busy:?}"
     );
     assert_eq!(busy.state.in_flight, 1);
@@ -324,12 +323,14 @@ async fn an_unreported_probe_slot_is_reclaimed_when_its_lease_runs_out() {
         .unwrap()
         .reply;
     assert_eq!(
-        next.decision,
-        ReplyDecision::Admitted {
-            generation,
-            kind: PermitKind::Probe,
-            token: 42
-        }
+        (next.decision, next.lease),
+        (
+            ReplyDecision::Model(Decision::Admitted {
+                generation,
+                kind: PermitKind::Probe,
+            }),
+            42
+        )
     );
     // The first probe's late result counts for nothing; the second one's closes.
     let late = OutcomeArg {
@@ -367,13 +368,16 @@ async fn a_reservation_whose_reply_was_lost_is_cancelled_by_its_token() {
     let store = probing_store(&server, "cancel");
     trip_and_probe(&store).await;
     let cancelled = store.cancel(41, Some(10_002_000), 0.0).await.unwrap().reply;
-    assert_eq!(cancelled.decision, ReplyDecision::Recorded);
+    assert_eq!(cancelled.decision, ReplyDecision::Model(Decision::Recorded));
     assert_eq!(cancelled.state.in_flight, 0);
     // The slot is free at once; a second cancel of the same token changes nothing.
     let next = store.acquire(Some(10_003_000), 0.0).await.unwrap().reply;
-    assert!(matches!(next.decision, ReplyDecision::Admitted { .. }));
+    assert!(matches!(
+        next.decision,
+        ReplyDecision::Model(Decision::Admitted { .. })
+    ));
     let again = store.cancel(41, Some(10_004_000), 0.0).await.unwrap().reply;
-    assert_eq!(again.decision, ReplyDecision::Stale);
+    assert_eq!(again.decision, ReplyDecision::Model(Decision::Stale));
     assert_eq!(again.state.in_flight, 1);
 }
 
@@ -406,10 +410,10 @@ async fn overrides_beyond_the_supported_range_are_refused_and_until_reset_has_it
         let reply = store.acquire(Some(t), 0.0).await.unwrap().reply;
         assert_eq!(
             reply.decision,
-            ReplyDecision::Rejected {
+            ReplyDecision::Model(Decision::Rejected {
                 phase: Phase::ForcedOpen,
-                retry_after_us: None
-            },
+                retry_after: None
+            }),
             "at {t}"
         );
     }
