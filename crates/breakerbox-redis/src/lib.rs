@@ -21,6 +21,10 @@
 //! - [`RedisBreaker`] keeps a local view (pub/sub plus a periodic refresh): no Redis round
 //!   trip per call while closed (outcomes go in batches), none at all while open.
 //!   [`Mode::Strict`] asks Redis on every call.
+//! - [`RedisBreaker`] implements the core's [`breakerbox::contract::Breaker`], so the tower
+//!   layer, the reqwest middleware and [`breakerbox::Registry`] take it as they take the
+//!   in-memory breaker; [`RedisNode`] serves any number of breakers over one connection and
+//!   one subscription per process ([`RedisNode::registry`]: one breaker per key, on demand).
 //! - Every Redis call has a timeout; when Redis is away a [`Fallback`] decides (a local
 //!   in-process breaker by default), reported once per outage, and the state is
 //!   resynchronised when Redis is back (see [`RedisBreaker`] and the README for which

@@ -21,6 +21,10 @@
 //! - **Time** comes from an injected [`Clock`]; [`ManualClock`] is public so you can test
 //!   your own code deterministically.
 //! - **No lock on the hot path**: admitting a call in closed is one atomic load.
+//! - **One contract for every engine** ([`contract::Breaker`], [`contract::BreakerPermit`]):
+//!   the in-memory [`CircuitBreaker`] and the Redis engine of `breakerbox-redis` both
+//!   implement it, and the tower layer, the reqwest middleware and the keyed [`Registry`]
+//!   take any engine ([`contract::DynBreaker`] when the engine is chosen at run time).
 //!
 //! ## Quick start
 //!
