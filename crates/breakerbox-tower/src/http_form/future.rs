@@ -76,7 +76,7 @@ impl<F, B, C: Breaker> Admitted<F, C, Http> for HttpResponseFuture<F, B, C> {
             state: State::Calling {
                 future,
                 ticket: Some(Ticket {
-                    exchange: http.exchange(admission.is_probe()),
+                    exchange: http.into_exchange(admission.is_probe()),
                     admission,
                 }),
             },
