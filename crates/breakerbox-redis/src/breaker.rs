@@ -1,5 +1,6 @@
 //! [`RedisBreaker`]: one breaker shared by every process that names it, its state in Redis.
 
+mod admission;
 mod background;
 mod builder;
 mod contract;
@@ -16,8 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use breakerbox::contract::LocalAdmission;
-use breakerbox::model::{Decision, PermitKind, WindowCounts};
+use breakerbox::model::WindowCounts;
 use breakerbox::{
     CallError, CircuitBreaker, CircuitOpen, Clock, Config, DefaultJudge, Event, EventKind,
     JitterSource, Judge, Listener, MonotonicClock, Nanos, Phase, Snapshot, Verdict,
@@ -27,9 +27,9 @@ use tokio::sync::Notify;
 use crate::events::{Stats, StatsSnapshot};
 use crate::node::{RedisNode, Subscriber};
 use crate::options::{Backoff, Fallback, LocalView, Mode};
+use crate::pubsub::{Listening, MIN_SUBSCRIBE_TIMEOUT};
 use crate::store::{Answer, BatchItem, ManualOp, RedisStore, StoreError};
 use crate::wire::{Reply, ReplyDecision, StoredState};
-use permit::Route;
 use view::{News, View, ViewCell};
 
 /// At most this many lease tokens wait to be cancelled (older ones are left to expire).
@@ -120,6 +120,29 @@ impl<C: Clock + Clone> Subscriber for Inner<C> {
 
     fn on_subscribed(&self) {
         self.request_refresh();
+    }
+}
+
+/// A breaker made on its own listens to its channel itself.
+impl<C: Clock + Clone> Listening for Inner<C> {
+    fn client(&self) -> redis::Client {
+        self.store.client().clone()
+    }
+
+    fn backoff(&self) -> Backoff {
+        self.backoff
+    }
+
+    fn message(&self, _channel: &str, payload: &str) {
+        self.on_message(payload);
+    }
+
+    fn resubscribed(&self) {
+        self.request_refresh();
+    }
+
+    fn subscribe_timeout(&self) -> Duration {
+        self.store.timeout().max(MIN_SUBSCRIBE_TIMEOUT)
     }
 }
 
@@ -386,176 +409,6 @@ impl<C: Clock + Clone> RedisBreaker<C> {
     /// The generation as this node sees it.
     pub fn local_generation(&self) -> u64 {
         self.inner.view().generation
-    }
-
-    /// Whether an acquire now would be rejected as far as this node knows, without a
-    /// Redis call, a permit or an event: `Err` while the view (or, during an outage, the
-    /// fallback) is open with time left. A half-open breaker answers `Ok`: only Redis
-    /// knows whether a probe slot is free.
-    pub fn check(&self) -> Result<(), CircuitOpen> {
-        let inner = &self.inner;
-        let view = inner.view();
-        let now = inner.clock.now();
-        if view.known && view.holds_at(now) && matches!(view.phase, Phase::Open | Phase::ForcedOpen)
-        {
-            let retry = view.until.map(|u| u.saturating_sub(now).as_duration());
-            return Err(CircuitOpen::new(view.phase, retry));
-        }
-        if !inner.is_down() {
-            return Ok(());
-        }
-        match inner.fallback {
-            Fallback::FailOpen => Ok(()),
-            Fallback::FailClosed => Err(CircuitOpen::new(Phase::Open, None)),
-            Fallback::LocalBreaker => inner.local.check(),
-        }
-    }
-
-    /// Asks to make one call without waiting: an answer from the local view (closed,
-    /// open, disabled) or the fallback during an outage; `Remote` when only Redis can
-    /// answer (a half-open probe, strict mode, a failure on its way to Redis): then
-    /// [`RedisBreaker::acquire`].
-    #[inline]
-    pub fn try_acquire_local(&self) -> LocalAdmission<RedisPermit<C>> {
-        let inner = &self.inner;
-        let answer = if inner.is_down() {
-            Some(self.fallback_acquire())
-        } else if matches!(inner.mode, Mode::LocalView(_)) && !inner.suspect.load(Ordering::Acquire)
-        {
-            self.decide_from_view()
-        } else {
-            None
-        };
-        match answer {
-            Some(Ok(permit)) => LocalAdmission::Admitted(permit),
-            Some(Err(open)) => LocalAdmission::Rejected(open),
-            None => LocalAdmission::Remote,
-        }
-    }
-
-    /// Asks to make one call. Never waits longer than the Redis timeout.
-    pub async fn acquire(&self) -> Result<RedisPermit<C>, CircuitOpen> {
-        let inner = &self.inner;
-        if inner.is_down() {
-            return self.fallback_acquire();
-        }
-        if let Mode::LocalView(_) = inner.mode {
-            // A failure on its way to Redis may trip the breaker: wait for the answer
-            // rather than admit calls to a dependency that may be dead.
-            if inner.suspect.load(Ordering::Acquire) {
-                inner.settle().await;
-            }
-            if let Some(answer) = self.decide_from_view() {
-                return answer;
-            }
-        }
-        self.remote_acquire().await
-    }
-
-    /// What the local view answers on its own (local-view mode): admit while closed and
-    /// not warm or disabled, reject while open; `None` when Redis must decide.
-    #[inline]
-    fn decide_from_view(&self) -> Option<Result<RedisPermit<C>, CircuitOpen>> {
-        let inner = &self.inner;
-        let view = inner.view();
-        if !view.known {
-            return None;
-        }
-        match view.phase {
-            Phase::Closed if !view.warm => {
-                Stats::add(&inner.stats.local_admits, 1);
-                Some(Ok(self.permit(
-                    view.generation,
-                    PermitKind::Normal,
-                    0,
-                    Route::Batched,
-                )))
-            }
-            Phase::Disabled if view.holds_at(inner.clock.now()) => {
-                Stats::add(&inner.stats.local_admits, 1);
-                Some(Ok(self.permit(
-                    view.generation,
-                    PermitKind::Passthrough,
-                    0,
-                    Route::Free,
-                )))
-            }
-            Phase::Open | Phase::ForcedOpen => {
-                let now = inner.clock.now();
-                if !view.holds_at(now) {
-                    return None;
-                }
-                Stats::add(&inner.stats.local_rejects, 1);
-                let retry = view.until.map(|u| u.saturating_sub(now).as_duration());
-                Some(Err(inner.reject(CircuitOpen::new(view.phase, retry))))
-            }
-            _ => None,
-        }
-    }
-
-    /// Whether a registry may forget this breaker: no other handle or permit, nothing
-    /// queued for Redis, and closed as far as this node knows.
-    pub fn is_idle(&self) -> bool {
-        let inner = &self.inner;
-        let view = inner.view();
-        Arc::strong_count(&self.inner) == 1
-            && (!view.known || view.phase == Phase::Closed)
-            && !inner.suspect.load(Ordering::Acquire)
-            && inner.batch.lock().is_ok_and(|b| b.is_empty())
-    }
-
-    async fn remote_acquire(&self) -> Result<RedisPermit<C>, CircuitOpen> {
-        let inner = &self.inner;
-        let r = inner.sample();
-        // The token is ours before the call: if the reply never comes (a timeout), Redis
-        // may still run the acquire, and the token cancels whatever slot it took.
-        let token = inner.store.new_token();
-        match inner
-            .store
-            .acquire_with_token(token, inner.now_arg(), r)
-            .await
-        {
-            Ok(answer) => {
-                let reply = inner.absorb(answer, false, Some(r));
-                match reply.decision {
-                    ReplyDecision::Model(Decision::Admitted { generation, kind }) => {
-                        let route = match (inner.mode, kind) {
-                            (_, PermitKind::Passthrough) => Route::Free,
-                            (Mode::LocalView(_), PermitKind::Normal) => Route::Batched,
-                            _ => Route::Redis,
-                        };
-                        Ok(self.permit(generation, kind, reply.lease, route))
-                    }
-                    ReplyDecision::Model(Decision::Rejected { phase, retry_after }) => {
-                        Err(inner
-                            .reject(CircuitOpen::new(phase, retry_after.map(Nanos::as_duration))))
-                    }
-                    other => {
-                        tracing::warn!(
-                            target: "breakerbox_redis",
-                            breaker = inner.name.as_str(),
-                            "acquire.lua answered {other:?}; using the fallback"
-                        );
-                        self.fallback_acquire()
-                    }
-                }
-            }
-            Err(error) => {
-                inner.orphan(token);
-                inner.enter_outage(&error);
-                self.fallback_acquire()
-            }
-        }
-    }
-
-    fn permit(
-        &self,
-        generation: u64,
-        kind: PermitKind,
-        token: u64,
-        route: Route<C>,
-    ) -> RedisPermit<C> {
-        RedisPermit::new(self.inner.clone(), generation, kind, token, route)
     }
 
     /// Awaits `future` if admitted; `Ok` is a success and `Err` a failure.

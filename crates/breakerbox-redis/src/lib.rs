@@ -56,6 +56,7 @@ mod breaker;
 mod events;
 mod node;
 mod options;
+mod pubsub;
 mod scripts;
 mod store;
 mod wire;

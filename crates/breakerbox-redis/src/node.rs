@@ -5,13 +5,12 @@ use std::fmt::Display;
 use std::hash::Hash;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
-use std::time::Duration;
 
 use breakerbox::{Config, ConfigError, MonotonicClock, Registry};
-use futures_util::StreamExt;
 
 use crate::breaker::{BuildError, RedisBreaker, RedisBreakerBuilder};
 use crate::options::Backoff;
+use crate::pubsub::{self, Listening, Topic};
 use crate::store::Link;
 
 /// Breakers of one node hear about their channel's messages through this.
@@ -162,8 +161,31 @@ impl RedisNode {
         }
         if !self.shared.listening.swap(true, Ordering::AcqRel) {
             let weak = Arc::downgrade(&self.shared);
-            self.shared.runtime.spawn(listen(weak));
+            let every_breaker = Topic::Pattern("*:events".to_string());
+            self.shared
+                .runtime
+                .spawn(pubsub::listen(weak, every_breaker, None));
         }
+    }
+}
+
+/// The node's one subscription (every breaker channel, `*:events`) delivers to its
+/// breakers by channel.
+impl Listening for Shared {
+    fn client(&self) -> redis::Client {
+        self.link.client().clone()
+    }
+
+    fn backoff(&self) -> Backoff {
+        self.backoff
+    }
+
+    fn message(&self, channel: &str, payload: &str) {
+        self.deliver(channel, payload);
+    }
+
+    fn resubscribed(&self) {
+        self.subscribed();
     }
 }
 
@@ -191,55 +213,5 @@ impl Shared {
         for subscriber in all {
             subscriber.on_subscribed();
         }
-    }
-}
-
-/// The node's one subscription (every breaker channel, `*:events`), reconnecting with
-/// backoff; ends when the node and its breakers are gone.
-async fn listen(weak: Weak<Shared>) {
-    let mut delay: Option<Duration> = None;
-    let mut first = true;
-    loop {
-        let Some((client, backoff)) = weak.upgrade().map(|s| (s.link.client().clone(), s.backoff))
-        else {
-            return;
-        };
-        let timeout = Duration::from_millis(500);
-        if let Ok(Ok(mut pubsub)) = tokio::time::timeout(timeout, client.get_async_pubsub()).await {
-            if let Ok(Ok(())) = tokio::time::timeout(timeout, pubsub.psubscribe("*:events")).await {
-                delay = None;
-                if !first {
-                    if let Some(shared) = weak.upgrade() {
-                        shared.subscribed();
-                    }
-                }
-                first = false;
-                let mut stream = pubsub.into_on_message();
-                loop {
-                    tokio::select! {
-                        message = stream.next() => match message {
-                            Some(message) => {
-                                let Some(shared) = weak.upgrade() else { return };
-                                if let Ok(payload) = message.get_payload::<String>() {
-                                    shared.deliver(message.get_channel_name(), &payload);
-                                }
-                            }
-                            None => break,
-                        },
-                        _ = tokio::time::sleep(Duration::from_millis(500)) => {
-                            if weak.strong_count() == 0 {
-                                return;
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        let next = match delay {
-            None => backoff.min,
-            Some(d) => (d * 2).min(backoff.max),
-        };
-        delay = Some(next);
-        tokio::time::sleep(next).await;
     }
 }

@@ -6,8 +6,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use breakerbox::{Clock, Nanos};
-use futures_util::StreamExt;
-use tokio::sync::{oneshot, Notify};
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::Inner;
@@ -232,59 +231,5 @@ pub(crate) async fn run<C: Clock + Clone>(weak: Weak<Inner<C>>, wake: Arc<Notify
             _ = tokio::time::sleep(wait) => {}
             _ = wake.notified() => {}
         }
-    }
-}
-
-/// Listens to the breaker's channel, reconnecting with backoff. Signals `ready` once
-/// subscribed the first time.
-pub(crate) async fn listen<C: Clock + Clone>(
-    weak: Weak<Inner<C>>,
-    mut ready: Option<oneshot::Sender<()>>,
-) {
-    let mut delay: Option<Duration> = None;
-    loop {
-        let Some((client, channel, timeout, backoff)) = weak.upgrade().map(|inner| {
-            (
-                inner.store.client().clone(),
-                inner.store.channel().to_string(),
-                inner.store.timeout().max(Duration::from_millis(500)),
-                inner.backoff,
-            )
-        }) else {
-            return;
-        };
-        if let Ok(Ok(mut pubsub)) = tokio::time::timeout(timeout, client.get_async_pubsub()).await {
-            if let Ok(Ok(())) = tokio::time::timeout(timeout, pubsub.subscribe(&channel)).await {
-                if let Some(tx) = ready.take() {
-                    let _ = tx.send(());
-                }
-                delay = None;
-                let mut stream = pubsub.into_on_message();
-                loop {
-                    tokio::select! {
-                        message = stream.next() => match message {
-                            Some(message) => {
-                                let Some(inner) = weak.upgrade() else { return };
-                                if let Ok(payload) = message.get_payload::<String>() {
-                                    inner.on_message(&payload);
-                                }
-                            }
-                            None => break,
-                        },
-                        _ = tokio::time::sleep(Duration::from_millis(500)) => {
-                            if weak.strong_count() == 0 {
-                                return;
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        let next = match delay {
-            None => backoff.min,
-            Some(d) => (d * 2).min(backoff.max),
-        };
-        delay = Some(next);
-        tokio::time::sleep(next).await;
     }
 }

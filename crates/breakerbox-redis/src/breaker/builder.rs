@@ -19,6 +19,7 @@ use super::{background, Inner, RedisBreaker};
 use crate::events::Stats;
 use crate::node::{RedisNode, Subscriber};
 use crate::options::{Backoff, Fallback, Mode};
+use crate::pubsub::{self, Topic};
 use crate::store::{RedisStore, StoreOptions};
 
 /// Why a [`RedisBreaker`] could not be built. (An unreachable Redis is not an error: the
@@ -231,7 +232,12 @@ impl<C: Clock + Clone> RedisBreakerBuilder<C> {
         inner.refresh().await;
         if own_channel {
             let (ready_tx, ready_rx) = oneshot::channel();
-            tokio::spawn(background::listen(Arc::downgrade(&inner), Some(ready_tx)));
+            let channel = Topic::Channel(inner.store.channel().to_string());
+            tokio::spawn(pubsub::listen(
+                Arc::downgrade(&inner),
+                channel,
+                Some(ready_tx),
+            ));
             if !inner.is_down() {
                 let wait = inner.store.timeout().max(Duration::from_millis(500));
                 let _ = tokio::time::timeout(wait, ready_rx).await;
@@ -248,7 +254,8 @@ impl<C: Clock + Clone> RedisBreakerBuilder<C> {
         let own_channel = self.node.is_none();
         let inner = self.assemble()?;
         if own_channel {
-            tokio::spawn(background::listen(Arc::downgrade(&inner), None));
+            let channel = Topic::Channel(inner.store.channel().to_string());
+            tokio::spawn(pubsub::listen(Arc::downgrade(&inner), channel, None));
         }
         inner.request_refresh();
         Ok(RedisBreaker { inner })

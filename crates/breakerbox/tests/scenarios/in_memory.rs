@@ -12,6 +12,24 @@ use breakerbox::{
 use super::engine::{Jitter, ScenarioEngine, ScenarioPermit};
 use super::support::Recorder;
 
+/// A scenario's breaker on `clock`, with a recorder listening (and `jitter` if given).
+pub(crate) fn breaker(
+    config: ConfigBuilder,
+    clock: &ManualClock,
+    jitter: Option<Jitter>,
+) -> (CircuitBreaker<ManualClock>, Recorder) {
+    let recorder = Recorder::default();
+    let mut builder = CircuitBreaker::builder()
+        .clock(clock.clone())
+        .config(config.build().expect("a valid scenario config"))
+        .listener(recorder.listener());
+    if let Some(jitter) = jitter {
+        builder = builder.jitter_source(move || jitter());
+    }
+    let breaker = builder.build().expect("a valid scenario config");
+    (breaker, recorder)
+}
+
 /// `CircuitBreaker<ManualClock>` with a recorder listening.
 pub(crate) struct InMemory {
     breaker: CircuitBreaker<ManualClock>,
@@ -22,15 +40,7 @@ impl ScenarioEngine for InMemory {
     type Permit<'a> = Permit<'a, ManualClock>;
 
     fn build(config: ConfigBuilder, clock: &ManualClock, jitter: Option<Jitter>) -> Self {
-        let recorder = Recorder::default();
-        let mut builder = CircuitBreaker::builder()
-            .clock(clock.clone())
-            .config(config.build().expect("a valid scenario config"))
-            .listener(recorder.listener());
-        if let Some(jitter) = jitter {
-            builder = builder.jitter_source(move || jitter());
-        }
-        let breaker = builder.build().expect("a valid scenario config");
+        let (breaker, recorder) = breaker(config, clock, jitter);
         InMemory { breaker, recorder }
     }
 

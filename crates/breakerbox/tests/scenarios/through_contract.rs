@@ -37,15 +37,7 @@ impl ScenarioEngine for ThroughContract {
     type Permit<'a> = OwnedPermit<ManualClock>;
 
     fn build(config: ConfigBuilder, clock: &ManualClock, jitter: Option<Jitter>) -> Self {
-        let recorder = Recorder::default();
-        let mut builder = CircuitBreaker::builder()
-            .clock(clock.clone())
-            .config(config.build().expect("a valid scenario config"))
-            .listener(recorder.listener());
-        if let Some(jitter) = jitter {
-            builder = builder.jitter_source(move || jitter());
-        }
-        let breaker = builder.build().expect("a valid scenario config");
+        let (breaker, recorder) = super::in_memory::breaker(config, clock, jitter);
         ThroughContract { breaker, recorder }
     }
 
