@@ -13,7 +13,7 @@ pub use contract::AcquireFuture;
 pub use permit::{Recorded, RedisPermit};
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -108,6 +108,9 @@ pub(crate) struct Inner<C: Clock + Clone> {
     pub(crate) stats: Stats,
     /// Local time of the last news from Redis (a script reply or a message).
     pub(crate) last_news: AtomicU64,
+    /// Handles the background loop holds while it works (a flush, a refresh): not a
+    /// user's, so they do not keep a registry from evicting the breaker.
+    pub(crate) loop_handles: AtomicUsize,
     /// The node whose connection and subscription this breaker shares, if any (kept
     /// alive as long as the breaker).
     pub(crate) node: Option<RedisNode>,

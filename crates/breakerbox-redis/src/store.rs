@@ -263,6 +263,9 @@ pub fn breaker_key(prefix: &str, name: &str) -> String {
 pub(crate) struct Link {
     client: Client,
     conn: Mutex<Option<MultiplexedConnection>>,
+    /// Held while a connection is made: callers that find none wait for the one being
+    /// made instead of each opening their own.
+    connecting: tokio::sync::Mutex<()>,
     scripts: Scripts,
 }
 
@@ -271,6 +274,7 @@ impl Link {
         Link {
             client,
             conn: Mutex::new(None),
+            connecting: tokio::sync::Mutex::new(()),
             scripts: Scripts::default(),
         }
     }
@@ -347,6 +351,10 @@ impl RedisStore {
     }
 
     async fn connection(&self) -> Result<MultiplexedConnection, RedisError> {
+        if let Some(conn) = self.link.conn.lock().ok().and_then(|c| c.clone()) {
+            return Ok(conn);
+        }
+        let _one_at_a_time = self.link.connecting.lock().await;
         if let Some(conn) = self.link.conn.lock().ok().and_then(|c| c.clone()) {
             return Ok(conn);
         }

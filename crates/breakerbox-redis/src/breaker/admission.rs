@@ -126,7 +126,8 @@ impl<C: Clock + Clone> RedisBreaker<C> {
     pub fn is_idle(&self) -> bool {
         let inner = &self.inner;
         let view = inner.view();
-        Arc::strong_count(&self.inner) == 1
+        let loop_handles = inner.loop_handles.load(Ordering::Acquire);
+        Arc::strong_count(&self.inner).saturating_sub(loop_handles) == 1
             && (!view.known || view.phase == Phase::Closed)
             && !inner.suspect.load(Ordering::Acquire)
             && inner.batch.lock().is_ok_and(|b| b.is_empty())

@@ -173,6 +173,8 @@ pub(crate) async fn run<C: Clock + Clone>(weak: Weak<Inner<C>>, wake: Arc<Notify
         let Some(inner) = weak.upgrade() else {
             return;
         };
+        // This handle is the loop's, not a user's: a registry may still evict the breaker.
+        inner.loop_handles.fetch_add(1, Ordering::AcqRel);
         let wait = if inner.is_down() {
             if inner.health_check().await {
                 delay = None;
@@ -223,6 +225,7 @@ pub(crate) async fn run<C: Clock + Clone>(weak: Weak<Inner<C>>, wake: Arc<Notify
                 }
             }
         };
+        inner.loop_handles.fetch_sub(1, Ordering::AcqRel);
         drop(inner);
         if wait.is_zero() {
             continue;

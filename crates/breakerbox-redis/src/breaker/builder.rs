@@ -3,7 +3,7 @@
 use std::collections::hash_map::RandomState;
 use std::fmt;
 use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -330,6 +330,7 @@ impl<C: Clock + Clone> RedisBreakerBuilder<C> {
             listeners: self.listeners,
             stats: Stats::default(),
             last_news: AtomicU64::new(0),
+            loop_handles: AtomicUsize::new(0),
             node: self.node.clone(),
         });
         if let Some(node) = &self.node {
