@@ -25,7 +25,7 @@ use breakerbox::{
 use tokio::sync::Notify;
 
 use crate::events::{Stats, StatsSnapshot};
-use crate::node::{RedisNode, Subscriber};
+use crate::node::RedisNode;
 use crate::options::{Backoff, Fallback, LocalView, Mode};
 use crate::pubsub::{Listening, MIN_SUBSCRIBE_TIMEOUT};
 use crate::store::{Answer, BatchItem, ManualOp, RedisStore, StoreError};
@@ -116,17 +116,7 @@ pub(crate) struct Inner<C: Clock + Clone> {
     pub(crate) node: Option<RedisNode>,
 }
 
-impl<C: Clock + Clone> Subscriber for Inner<C> {
-    fn on_message(&self, payload: &str) {
-        Inner::on_message(self, payload);
-    }
-
-    fn on_subscribed(&self) {
-        self.request_refresh();
-    }
-}
-
-/// A breaker made on its own listens to its channel itself.
+/// A breaker hears its channel's messages: from its own subscription, or from its node's.
 impl<C: Clock + Clone> Listening for Inner<C> {
     fn client(&self) -> redis::Client {
         self.store.client().clone()

@@ -13,16 +13,8 @@ use crate::options::Backoff;
 use crate::pubsub::{self, Listening, Topic};
 use crate::store::Link;
 
-/// Breakers of one node hear about their channel's messages through this.
-pub(crate) trait Subscriber: Send + Sync {
-    /// A message on the breaker's channel.
-    fn on_message(&self, payload: &str);
-    /// The subscription was (re)established: messages may have been missed.
-    fn on_subscribed(&self);
-}
-
 /// The subscribers of one node, by channel.
-type Subscribers = Mutex<HashMap<String, Weak<dyn Subscriber>>>;
+type Subscribers = Mutex<HashMap<String, Weak<dyn Listening>>>;
 
 /// One process's link to a Redis: one multiplexed connection and one pub/sub
 /// subscription, shared by every breaker made from it, however many there are. Use it
@@ -149,7 +141,7 @@ impl RedisNode {
     }
 
     /// Delivers `channel`'s messages to `subscriber` (and forgets breakers that are gone).
-    pub(crate) fn register(&self, channel: &str, subscriber: Weak<dyn Subscriber>) {
+    pub(crate) fn register(&self, channel: &str, subscriber: Weak<dyn Listening>) {
         {
             let mut subscribers = self
                 .shared
@@ -198,12 +190,12 @@ impl Shared {
             .get(channel)
             .and_then(Weak::upgrade);
         if let Some(subscriber) = subscriber {
-            subscriber.on_message(payload);
+            subscriber.message(channel, payload);
         }
     }
 
     fn subscribed(&self) {
-        let all: Vec<Arc<dyn Subscriber>> = self
+        let all: Vec<Arc<dyn Listening>> = self
             .subscribers
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -211,7 +203,7 @@ impl Shared {
             .filter_map(Weak::upgrade)
             .collect();
         for subscriber in all {
-            subscriber.on_subscribed();
+            subscriber.resubscribed();
         }
     }
 }

@@ -127,56 +127,47 @@ impl<B: Breaker> Middleware for CircuitBreakerMiddleware<B> {
         let result = next.run(request, extensions).await;
         let latency = clock.now().saturating_sub(started).as_duration();
         let mut exchange = self.judge.exchange(probe);
-        match result {
+        let (result, judgement) = match result {
             Ok(response) => {
-                let head = exchange.on_head(response.status(), response.headers(), latency);
-                let (mut response, judgement) = match head {
-                    AfterHead::Judged(judgement) => (response, judgement),
+                match exchange.on_head(response.status(), response.headers(), latency) {
+                    AfterHead::Judged(judgement) => (Ok(response), Some(judgement)),
                     AfterHead::ReadBody { cap } => match peek(response, cap).await {
                         Ok(peeked) => {
                             let judgement = exchange.on_body(peeked.body.as_deref());
-                            (peeked.response, judgement)
+                            (Ok(peeked.response), Some(judgement))
                         }
                         Err(error) => {
                             let error = reqwest_middleware::Error::Reqwest(error);
                             let judgement = exchange.on_body_error(transport_error(&error));
-                            permit
-                                .record_with_retry_hint(
-                                    judgement.verdict,
-                                    exchange.latency(),
-                                    judgement.retry_after,
-                                )
-                                .await;
-                            return Err(error);
+                            (Err(error), Some(judgement))
                         }
                     },
-                };
+                }
+            }
+            // An inner breaker said no: nothing was sent, nothing to judge.
+            Err(error) if crate::circuit_open(&error).is_some() => (Err(error), None),
+            Err(error) => {
+                let judgement = exchange.on_transport_error(transport_error(&error), latency);
+                (Err(error), Some(judgement))
+            }
+        };
+        // One record per exchange; without a judgement the permit is released.
+        match &judgement {
+            Some(judgement) => {
                 permit
                     .record_with_retry_hint(
                         judgement.verdict,
                         exchange.latency(),
                         judgement.retry_after,
                     )
-                    .await;
-                response.extensions_mut().insert(judgement);
-                Ok(response)
+                    .await
             }
-            Err(error) => {
-                if crate::circuit_open(&error).is_some() {
-                    // An inner breaker said no: nothing was sent, nothing to judge.
-                    drop(permit);
-                } else {
-                    let judgement = exchange.on_transport_error(transport_error(&error), latency);
-                    permit
-                        .record_with_retry_hint(
-                            judgement.verdict,
-                            exchange.latency(),
-                            judgement.retry_after,
-                        )
-                        .await;
-                }
-                Err(error)
-            }
+            None => drop(permit),
         }
+        let mut response = result?;
+        if let Some(judgement) = judgement {
+            response.extensions_mut().insert(judgement);
+        }
+        Ok(response)
     }
 }

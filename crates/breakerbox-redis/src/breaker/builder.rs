@@ -17,9 +17,9 @@ use tokio::sync::{oneshot, Notify};
 use super::view::ViewCell;
 use super::{background, Inner, RedisBreaker};
 use crate::events::Stats;
-use crate::node::{RedisNode, Subscriber};
+use crate::node::RedisNode;
 use crate::options::{Backoff, Fallback, Mode};
-use crate::pubsub::{self, Topic};
+use crate::pubsub::{self, Listening, Topic};
 use crate::store::{RedisStore, StoreOptions};
 
 /// Why a [`RedisBreaker`] could not be built. (An unreachable Redis is not an error: the
@@ -334,7 +334,7 @@ impl<C: Clock + Clone> RedisBreakerBuilder<C> {
             node: self.node.clone(),
         });
         if let Some(node) = &self.node {
-            let weak: Weak<dyn Subscriber> = Arc::downgrade(&inner) as Weak<dyn Subscriber>;
+            let weak: Weak<dyn Listening> = Arc::downgrade(&inner) as Weak<dyn Listening>;
             node.register(inner.store.channel(), weak);
         }
         runtime.spawn(background::run(Arc::downgrade(&inner), wake));
