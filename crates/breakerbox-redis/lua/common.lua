@@ -115,11 +115,13 @@ end
 
 local FORMAT = '2'
 local FIELDS = { 'v', 'phase', 'gen', 'since', 'until', 'trips', 'inflight', 'psucc',
-  'streak', 'rpos', 'rlen', 'cc', 'cf', 'cs', 'we', 'exp', 'ver', 'inc', 'wsig', 'leases' }
+  'streak', 'rpos', 'rlen', 'cc', 'cf', 'cs', 'we', 'exp', 'ver', 'inc', 'wsig', 'leases',
+  'ss' }
+local WSIG_AT, LEASES_AT, SS_AT = 19, 20, 21
 
 local function fresh()
   return { phase = CLOSED, gen = 0, since = 0, till = 0, trips = 0, inflight = 0,
-    psucc = 0, streak = 0, rpos = 0, rlen = 0, cc = 0, cf = 0, cs = 0, we = 0, exp = -1,
+    psucc = 0, streak = 0, ss = 0, rpos = 0, rlen = 0, cc = 0, cf = 0, cs = 0, we = 0, exp = -1,
     ver = 0, inc = 0, wsig = C.wsig, leases = {}, exists = false }
 end
 
@@ -183,10 +185,16 @@ local function load()
     end
     S[name] = n
   end
-  S.wsig = v[#FIELDS - 1]
+  S.wsig = v[WSIG_AT]
   if type(S.wsig) ~= 'string' then return nil, 'field wsig is missing' end
-  S.leases = parse_leases(v[#FIELDS])
-  if S.leases == nil then return nil, 'field leases is ' .. tostring(v[#FIELDS]) end
+  S.leases = parse_leases(v[LEASES_AT])
+  if S.leases == nil then return nil, 'field leases is ' .. tostring(v[LEASES_AT]) end
+  -- `ss` came after format 2 began: a hash without it has no streak start (0).
+  S.ss = 0
+  if v[SS_AT] ~= false then
+    S.ss = nonneg(v[SS_AT])
+    if S.ss == nil then return nil, 'field ss is ' .. tostring(v[SS_AT]) end
+  end
   if #S.leases ~= S.inflight then
     return nil, 'field inflight is ' .. S.inflight .. ' for ' .. #S.leases .. ' leases'
   end
@@ -360,6 +368,7 @@ local function enter_closed(S, now)
   S.till = 0
   clear_probes(S)
   S.streak = 0
+  S.ss = 0
   window_reset(S)
 end
 
@@ -431,14 +440,28 @@ local function acquire(S, now, tok)
 end
 
 -- A probe's outcome or release counts only while its lease is live.
-local function outcome(S, gen, kind, verdict, latency, now, hint, tok)
+-- Rule 19: a failure extends the streak (which began at its earliest completion); a
+-- success ends it unless it completed before the streak began, while that start is not in
+-- the future (Redis time stepped back: then any success ends it).
+local function streak_after(S, failed, completed, now)
+  if failed then
+    if S.streak == 0 or completed < S.ss then S.ss = completed end
+    S.streak = S.streak + 1
+  elseif not (S.streak > 0 and completed < S.ss and S.ss <= now) then
+    S.streak = 0
+    S.ss = 0
+  end
+end
+
+-- `age`: how long before `now` the call completed (us).
+local function outcome(S, gen, kind, verdict, latency, now, hint, tok, age)
   if gen ~= S.gen then return 'stale' end
   if S.phase == HALF and kind == PROBE and not take_lease(S, tok) then return 'stale' end
   if S.phase == CLOSED and kind == NORMAL then
     if verdict == IGNORE then return 'recorded' end
     local failed = verdict == FAILURE
     local slow = is_slow(latency)
-    if failed then S.streak = S.streak + 1 else S.streak = 0 end
+    streak_after(S, failed, math.max(0, now - (age or 0)), now)
     window_record(S, failed, slow, now)
     local reason = evaluate_trip(S, now)
     if reason then reopen(S, now, reason, hint) end
@@ -497,7 +520,7 @@ local function save(S, now)
   if S.inc == 0 then S.inc = math.max(1, now) end
   local args = { 'v', FORMAT, 'phase', fmt(S.phase), 'gen', fmt(S.gen), 'since', fmt(S.since),
     'until', fmt(S.till), 'trips', fmt(S.trips), 'inflight', fmt(S.inflight),
-    'psucc', fmt(S.psucc), 'streak', fmt(S.streak), 'rpos', fmt(S.rpos),
+    'psucc', fmt(S.psucc), 'streak', fmt(S.streak), 'ss', fmt(S.ss), 'rpos', fmt(S.rpos),
     'rlen', fmt(S.rlen), 'cc', fmt(S.cc), 'cf', fmt(S.cf), 'cs', fmt(S.cs),
     'we', fmt(S.we), 'wsig', S.wsig, 'exp', fmt(S.exp), 'ver', fmt(S.ver),
     'inc', fmt(S.inc), 'leases', encode_leases(S.leases) }
@@ -525,14 +548,14 @@ local function save(S, now)
 end
 
 -- The reply: { 4 head items, phase, gen, since, until, trips, inflight, psucc, streak,
---              ver, inc, now, #transitions, (from, to, gen, reason)... }
+--              ss, ver, inc, now, #transitions, (from, to, gen, reason)... }
 local function answer(S, now, head)
   local out = {}
   for _, v in ipairs(head) do out[#out + 1] = v end
   local till = S.till
   if till == NEVER then till = -1 end
   local tail = { S.phase, S.gen, S.since, till, S.trips, S.inflight, S.psucc, S.streak,
-    S.ver, S.inc, now, #transitions }
+    S.ss, S.ver, S.inc, now, #transitions }
   for _, v in ipairs(tail) do out[#out + 1] = v end
   for _, t in ipairs(transitions) do
     out[#out + 1] = t[1]

@@ -85,7 +85,9 @@ pub(crate) struct Inner<C: Clock + Clone> {
     pub(crate) local: CircuitBreaker<C>,
     pub(crate) local_trip: Arc<Mutex<Option<&'static str>>>,
     pub(crate) pending_manual: Mutex<Option<ManualOp>>,
-    pub(crate) batch: Mutex<Vec<BatchItem>>,
+    /// Outcomes and releases waiting for the next batch, each with the local time it
+    /// was queued (sent as its age, rule 19).
+    pub(crate) batch: Mutex<Vec<(BatchItem, Nanos)>>,
     /// A message (or a reply of another incarnation) asked for an authoritative re-read.
     pub(crate) refresh_requested: AtomicBool,
     /// Lease tokens of probe reservations this node may hold without knowing it (an
@@ -295,13 +297,14 @@ impl<C: Clock + Clone> Inner<C> {
             }
             BatchItem::Release(..) => false,
         };
+        let queued = self.clock.now();
         let len = match self.batch.lock() {
             Ok(mut batch) => {
                 if batch.len() >= batch_size.saturating_mul(20).max(1) {
                     Stats::add(&self.stats.dropped_outcomes, 1);
                     return;
                 }
-                batch.push(item);
+                batch.push((item, queued));
                 batch.len()
             }
             Err(_) => return,

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use breakerbox::model::PermitKind;
-use breakerbox::{Config, Verdict};
+use breakerbox::{Config, Nanos, Verdict};
 use redis::aio::MultiplexedConnection;
 use redis::{Client, RedisError};
 
@@ -136,6 +136,10 @@ pub struct OutcomeArg {
     pub retry_hint: Option<Duration>,
     /// A probe's lease token (from the acquire's reply); 0 for other kinds.
     pub token: u64,
+    /// How long before the script call the call completed (zero: it just did). A
+    /// success that completed before the shared failure streak began does not end it
+    /// (rule 19): an outcome that waited in a batch is judged where it happened in time.
+    pub age: Duration,
 }
 
 impl OutcomeArg {
@@ -148,6 +152,7 @@ impl OutcomeArg {
             latency,
             retry_hint: None,
             token: 0,
+            age: Duration::ZERO,
         }
     }
 }
@@ -162,6 +167,17 @@ pub enum BatchItem {
 }
 
 impl BatchItem {
+    /// The item with an outcome's age set to `age` (a release has none).
+    pub(crate) fn aged(self, age: Nanos) -> BatchItem {
+        match self {
+            BatchItem::Outcome(o) => BatchItem::Outcome(OutcomeArg {
+                age: age.as_duration(),
+                ..o
+            }),
+            release => release,
+        }
+    }
+
     /// The permit's generation.
     pub fn generation(&self) -> u64 {
         match self {
@@ -478,10 +494,10 @@ impl RedisStore {
         now_us: Option<u64>,
         r: f64,
     ) -> Result<Answer, StoreError> {
-        let mut rest = Vec::with_capacity(1 + items.len() * 6);
+        let mut rest = Vec::with_capacity(1 + items.len() * 7);
         rest.push(items.len().to_string());
         for item in items {
-            let (generation, kind, verdict, latency, hint, token) = match item {
+            let (generation, kind, verdict, latency, hint, token, age) = match item {
                 BatchItem::Outcome(o) => (
                     o.generation,
                     o.kind,
@@ -494,9 +510,10 @@ impl RedisStore {
                     o.retry_hint
                         .map_or(-1, |h| i64::try_from(micros(h)).unwrap_or(i64::MAX)),
                     o.token,
+                    micros(o.age),
                 ),
                 BatchItem::Release(generation, kind, token) => {
-                    (*generation, *kind, "3", 0, -1, *token)
+                    (*generation, *kind, "3", 0, -1, *token, 0)
                 }
             };
             rest.push(generation.to_string());
@@ -505,6 +522,7 @@ impl RedisStore {
             rest.push(latency.to_string());
             rest.push(hint.to_string());
             rest.push(token.to_string());
+            rest.push(age.to_string());
         }
         self.run(ScriptKind::Record, now_us, r, rest).await
     }

@@ -89,6 +89,9 @@ pub struct StoredState {
     pub probe_successes: u32,
     /// Closed: the current failure streak.
     pub consecutive_failures: u32,
+    /// Closed: when the streak's earliest failure completed (Redis time, microseconds;
+    /// 0 without a streak).
+    pub streak_started_us: u64,
     /// Grows with every write within one incarnation: views order news by it, never by
     /// Redis time (which can step back). 0: nothing stored.
     pub version: u64,
@@ -227,13 +230,14 @@ pub(crate) fn parse_reply(value: &Value) -> Result<Reply, ParseError> {
         in_flight: small(v, 9)?,
         probe_successes: small(v, 10)?,
         consecutive_failures: small(v, 11)?,
-        version: uint(v, 12)?,
-        incarnation: uint(v, 13)?,
+        streak_started_us: uint(v, 12)?,
+        version: uint(v, 13)?,
+        incarnation: uint(v, 14)?,
     };
-    let now_us = uint(v, 14)?;
-    let count = usize::try_from(uint(v, 15)?).unwrap_or(usize::MAX);
+    let now_us = uint(v, 15)?;
+    let count = usize::try_from(uint(v, 16)?).unwrap_or(usize::MAX);
     let mut transitions = Vec::with_capacity(count.min(8));
-    let mut at = 16;
+    let mut at = 17;
     for _ in 0..count {
         let name = text(v, at + 3)?;
         transitions.push(Transition {

@@ -132,8 +132,9 @@ enum Pick {
 #[derive(Clone, Debug)]
 enum Op {
     Acquire,
-    /// (permit, verdict code 0-2 or 3 for a release, latency index, hint index)
-    Batch(Vec<(Pick, u8, usize, usize)>),
+    /// (permit, verdict code 0-2 or 3 for a release, latency index, hint index, age
+    /// index)
+    Batch(Vec<(Pick, u8, usize, usize, usize)>),
     Release(Pick),
     Cancel(Pick),
     ForceOpen(Option<u64>),
@@ -144,6 +145,9 @@ enum Op {
 const STEPS_US: [u64; 9] = [0, 1, 999, 1_000, 20_000, 65_536, 100_000, 300_000, 700_000];
 const LATENCY_US: [u64; 5] = [0, 4_999, 5_000, 5_001, 20_000];
 const HINTS_US: [Option<u64>; 4] = [None, None, Some(65_536), Some(10_000_000)];
+/// How long before the script call an outcome completed (rule 19): mostly at once, some
+/// waited in a batch, one older than the whole sequence.
+const AGES_US: [u64; 6] = [0, 0, 0, 1, 20_000, 10_000_000_000];
 
 fn pick() -> impl Strategy<Value = Pick> {
     prop_oneof![
@@ -157,7 +161,13 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         40 => Just(Op::Acquire),
         35 => proptest::collection::vec(
-            (pick(), prop_oneof![4 => 0u8..3, 1 => Just(3u8)], 0..LATENCY_US.len(), 0..HINTS_US.len()),
+            (
+                pick(),
+                prop_oneof![4 => 0u8..3, 1 => Just(3u8)],
+                0..LATENCY_US.len(),
+                0..HINTS_US.len(),
+                0..AGES_US.len(),
+            ),
             1..5,
         )
         .prop_map(Op::Batch),
@@ -301,6 +311,17 @@ impl Harness<'_> {
                 "{}: consecutive_failures",
                 ctx
             );
+            prop_assert_eq!(
+                ns(s.streak_started_us),
+                model.streak_started,
+                "{}: streak_started",
+                ctx
+            );
+            if model.consecutive_failures > 0
+                && model.streak_started.saturating_add(ns(1)) < ns(self.now_us)
+            {
+                self.seen.insert("late streak start".into());
+            }
             if window {
                 let ReplyDecision::State(counts) = reply.decision else {
                     return Err(TestCaseError::fail(format!("{ctx}: read gave {reply:?}")));
@@ -383,7 +404,8 @@ impl Harness<'_> {
                 self.apply_due(r, &mut expected);
                 let mut codes = Vec::new();
                 let mut items_sent = Vec::new();
-                for &(pick, verdict, latency, hint) in items {
+                for &(pick, verdict, latency, hint, age) in items {
+                    let age = AGES_US[age];
                     let permit = self.take(pick);
                     let counts = self.counts(&permit);
                     let recorded = if verdict == 3 {
@@ -414,6 +436,7 @@ impl Harness<'_> {
                         if hint.is_some() {
                             self.seen.insert("hint".into());
                         }
+                        let streak_before = self.model.consecutive_failures;
                         let step = counts.then(|| {
                             self.model.apply(
                                 Operation::Outcome {
@@ -422,6 +445,7 @@ impl Harness<'_> {
                                     verdict,
                                     latency: ns(LATENCY_US[latency]),
                                     retry_hint: hint.map(ns),
+                                    age: ns(age),
                                 },
                                 now,
                                 &self.config,
@@ -435,7 +459,14 @@ impl Harness<'_> {
                             latency: Duration::from_micros(LATENCY_US[latency]),
                             retry_hint: hint.map(Duration::from_micros),
                             token: permit.token,
+                            age: Duration::from_micros(age),
                         }));
+                        if verdict == Verdict::Success
+                            && streak_before > 0
+                            && self.model.consecutive_failures == streak_before
+                        {
+                            self.seen.insert("kept streak".into());
+                        }
                         if let Some(step) = step {
                             expected.extend(step.transition);
                         }
@@ -641,6 +672,8 @@ fn lua_scripts_and_pure_model_agree_on_generated_sequences() {
         "lease expired",
         "probe without a lease",
         "consecutive_failures",
+        "late streak start",
+        "kept streak",
         "failure_rate",
         "slow_call_rate",
         "cooldown_elapsed",

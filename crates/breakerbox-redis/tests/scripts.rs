@@ -460,3 +460,49 @@ async fn a_read_reports_a_corrupt_value_and_leaves_it_alone() {
     let again = store.refresh(Some(3_000)).await.unwrap();
     assert_eq!(again.repaired, None);
 }
+
+fn outcome_aged(generation: u64, verdict: Verdict, age_us: u64) -> OutcomeArg {
+    OutcomeArg {
+        age: Duration::from_micros(age_us),
+        ..OutcomeArg::new(generation, PermitKind::Normal, verdict, Duration::ZERO)
+    }
+}
+
+#[tokio::test]
+async fn a_success_from_before_the_failure_streak_keeps_it_unless_redis_time_went_back() {
+    let server = RedisServer::start();
+    let config = Config::builder().consecutive_failures(3).build().unwrap();
+    let store = store(&server, "late", &config);
+    let at = |now: u64, outcomes: Vec<OutcomeArg>| {
+        let store = &store;
+        async move {
+            store
+                .record(&outcomes, Some(now), 0.0)
+                .await
+                .unwrap()
+                .reply
+                .state
+        }
+    };
+    let s = at(10_000_000, vec![failure(0)]).await;
+    assert_eq!(
+        (s.consecutive_failures, s.streak_started_us),
+        (1, 10_000_000)
+    );
+    // Completed 100 ms before the streak began, reported after it: the streak stands.
+    let s = at(10_500_000, vec![outcome_aged(0, Verdict::Success, 600_000)]).await;
+    assert_eq!(
+        (s.consecutive_failures, s.streak_started_us),
+        (1, 10_000_000)
+    );
+    // A failure that completed earlier moves the start back.
+    let s = at(10_600_000, vec![outcome_aged(0, Verdict::Failure, 700_000)]).await;
+    assert_eq!(
+        (s.consecutive_failures, s.streak_started_us),
+        (2, 9_900_000)
+    );
+    // Redis time stepped back to 5 s: the start is in the future, so a success ends it
+    // (whatever its age).
+    let s = at(5_000_000, vec![outcome_aged(0, Verdict::Success, 1_000)]).await;
+    assert_eq!((s.consecutive_failures, s.streak_started_us), (0, 0));
+}

@@ -13,7 +13,7 @@
 //! let mut state = ModelState::new(&config);
 //! let step = state.apply(Operation::Acquire, Nanos(0), &config, 0.0);
 //! let Decision::Admitted { generation, kind } = step.decision else { panic!() };
-//! let outcome = Operation::Outcome { generation, kind, verdict: Verdict::Failure, latency: Nanos(5), retry_hint: None };
+//! let outcome = Operation::Outcome { generation, kind, verdict: Verdict::Failure, latency: Nanos(5), retry_hint: None, age: Nanos::ZERO };
 //! let step = state.apply(outcome, Nanos(10), &config, 0.0);
 //! assert_eq!(state.phase, Phase::Open);
 //! assert_eq!(step.transition.unwrap().to, Phase::Open);
@@ -59,6 +59,10 @@ pub enum Operation {
         /// did: when this outcome opens the breaker, the open phase lasts at least this
         /// long, capped at `max_open_duration`.
         retry_hint: Option<Nanos>,
+        /// How long before `now` the call completed: zero for an outcome reported when
+        /// it happened; more for one that waited in a batch (rule 19: a success that
+        /// completed before the current failure streak began does not end it).
+        age: Nanos,
     },
     /// A permit was dropped without a verdict (e.g. a cancelled future).
     Release {
@@ -219,6 +223,8 @@ pub struct ModelState {
     pub probe_successes: u32,
     /// Closed: the current run of consecutive failures.
     pub consecutive_failures: u32,
+    /// Closed: when the earliest failure of that run completed (zero without a run).
+    pub streak_started: Nanos,
     /// Closed: the rate window.
     pub window: ModelWindow,
 }
@@ -235,6 +241,7 @@ impl ModelState {
             in_flight: 0,
             probe_successes: 0,
             consecutive_failures: 0,
+            streak_started: Nanos::ZERO,
             window: ModelWindow::new(config),
         }
     }
@@ -273,11 +280,12 @@ impl ModelState {
                 verdict,
                 latency,
                 retry_hint,
+                age,
             } => self.after_due(now, config, jitter_sample, |s| {
                 s.outcome(
                     generation,
                     kind,
-                    (verdict, latency, retry_hint),
+                    (verdict, latency, retry_hint, now.saturating_sub(age)),
                     now,
                     config,
                     jitter_sample,
@@ -364,7 +372,7 @@ impl ModelState {
         &mut self,
         generation: u64,
         kind: PermitKind,
-        (verdict, latency, retry_hint): (Verdict, Nanos, Option<Nanos>),
+        (verdict, latency, retry_hint, completed): (Verdict, Nanos, Option<Nanos>, Nanos),
         now: Nanos,
         config: &Config,
         r: f64,
@@ -379,11 +387,7 @@ impl ModelState {
                 }
                 let failed = verdict == Verdict::Failure;
                 let slow = config.is_slow(latency);
-                if failed {
-                    self.consecutive_failures += 1;
-                } else {
-                    self.consecutive_failures = 0;
-                }
+                self.streak_after(failed, completed, now);
                 self.window.record(failed, slow, now);
                 let counts = self.window.counts(now);
                 match evaluate_trip(config, self.consecutive_failures, counts) {
@@ -508,6 +512,25 @@ impl ModelState {
         self.transition(from, reason)
     }
 
+    /// Rule 19: a failure extends the run (which began at its earliest completion); a
+    /// success ends it unless it completed before the run began (an outcome that waited
+    /// in a batch while other callers' failures arrived), while that start is not in the
+    /// future (time stepped back: then any success ends it).
+    fn streak_after(&mut self, failed: bool, completed: Nanos, now: Nanos) {
+        if failed {
+            if self.consecutive_failures == 0 || completed < self.streak_started {
+                self.streak_started = completed;
+            }
+            self.consecutive_failures += 1;
+        } else if !(self.consecutive_failures > 0
+            && completed < self.streak_started
+            && self.streak_started <= now)
+        {
+            self.consecutive_failures = 0;
+            self.streak_started = Nanos::ZERO;
+        }
+    }
+
     fn enter_closed(&mut self, now: Nanos, config: &Config) {
         self.phase = Phase::Closed;
         self.generation += 1;
@@ -516,6 +539,7 @@ impl ModelState {
         self.in_flight = 0;
         self.probe_successes = 0;
         self.consecutive_failures = 0;
+        self.streak_started = Nanos::ZERO;
         self.window = ModelWindow::new(config);
     }
 

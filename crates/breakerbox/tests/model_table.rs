@@ -75,6 +75,22 @@ impl Model {
                 verdict,
                 latency,
                 retry_hint: None,
+                age: Nanos::ZERO,
+            },
+            now,
+        )
+    }
+
+    /// An outcome that completed `age` before `now` (rule 19).
+    fn late(&mut self, held: Held, verdict: Verdict, age: Nanos, now: Nanos) -> Step {
+        self.apply(
+            Operation::Outcome {
+                generation: held.generation,
+                kind: held.kind,
+                verdict,
+                latency: Nanos::ZERO,
+                retry_hint: None,
+                age,
             },
             now,
         )
@@ -921,4 +937,60 @@ fn an_expired_disable_closes_like_any_close_and_resets_trips() {
     m.admit(secs(5));
     assert_eq!(m.state.phase, Phase::Closed);
     assert_eq!(m.state.trips, 0);
+}
+
+// Rule 19: outcomes that waited in a batch are placed where they completed.
+
+#[test]
+fn a_success_that_completed_before_the_streak_began_does_not_end_it() {
+    let mut m = Model::new(Config::builder().consecutive_failures(3));
+    let held = m.admit(ms(0));
+    m.late(held, Verdict::Failure, Nanos::ZERO, ms(100));
+    m.late(held, Verdict::Failure, Nanos::ZERO, ms(110));
+    assert_eq!(m.state.streak_started, ms(100));
+    // Completed at 60 ms, reported at 120 ms: before the streak, which stands.
+    m.late(held, Verdict::Success, ms(60), ms(120));
+    assert_eq!(m.state.consecutive_failures, 2);
+    // The third failure trips, as it would have had the success arrived in time.
+    let step = m.late(held, Verdict::Failure, Nanos::ZERO, ms(130));
+    assert_eq!(
+        step.transition.map(|t| t.reason),
+        Some(TransitionReason::Tripped(TripReason::ConsecutiveFailures))
+    );
+}
+
+#[test]
+fn a_success_that_completed_after_the_streak_began_ends_it() {
+    let mut m = Model::new(Config::builder().consecutive_failures(3));
+    let held = m.admit(ms(0));
+    m.late(held, Verdict::Failure, Nanos::ZERO, ms(100));
+    // Completed at 100 ms, the streak's start: not before it.
+    m.late(held, Verdict::Success, ms(20), ms(120));
+    assert_eq!(m.state.consecutive_failures, 0);
+    assert_eq!(m.state.streak_started, Nanos::ZERO);
+}
+
+#[test]
+fn a_late_failure_moves_the_streak_start_back() {
+    let mut m = Model::new(Config::builder().consecutive_failures(5));
+    let held = m.admit(ms(0));
+    m.late(held, Verdict::Failure, Nanos::ZERO, ms(100));
+    m.late(held, Verdict::Failure, ms(50), ms(110));
+    assert_eq!(m.state.streak_started, ms(60));
+    m.late(held, Verdict::Failure, Nanos::ZERO, ms(120));
+    assert_eq!(m.state.streak_started, ms(60));
+    // A success from 70 ms is after the start: the streak ends.
+    m.late(held, Verdict::Success, ms(60), ms(130));
+    assert_eq!(m.state.consecutive_failures, 0);
+}
+
+#[test]
+fn a_streak_that_starts_in_the_future_ends_at_any_success() {
+    // The clock stepped back: the streak's start is ahead of `now`, so no success can
+    // be placed before it, and every success ends the streak.
+    let mut m = Model::new(Config::builder().consecutive_failures(3));
+    let held = m.admit(ms(0));
+    m.late(held, Verdict::Failure, Nanos::ZERO, secs(100));
+    m.late(held, Verdict::Success, ms(1), secs(70));
+    assert_eq!(m.state.consecutive_failures, 0);
 }

@@ -386,6 +386,7 @@ fn run(case: &Case) -> Result<(), TestCaseError> {
                         verdict,
                         latency: latency_nanos,
                         retry_hint,
+                        age: Nanos::ZERO,
                     },
                 );
                 expected_transition = step.transition;

@@ -223,6 +223,7 @@ impl Replayer {
                 verdict: p.verdict,
                 latency: p.latency,
                 retry_hint: None,
+                age: Nanos::ZERO,
             },
             p.at,
             &self.config,

@@ -41,11 +41,15 @@ impl<C: Clock + Clone> Inner<C> {
             if self.is_down() {
                 return;
             }
+            let now = self.clock.now();
             let chunk: Vec<BatchItem> = match self.batch.lock() {
                 Ok(mut batch) if !batch.is_empty() && (all || left >= batch_size) => {
                     let n = batch.len().min(batch_size).min(left);
                     left -= n;
-                    batch.drain(..n).collect()
+                    batch
+                        .drain(..n)
+                        .map(|(item, queued)| item.aged(now.saturating_sub(queued)))
+                        .collect()
                 }
                 _ => break,
             };

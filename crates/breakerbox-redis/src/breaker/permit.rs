@@ -147,6 +147,7 @@ impl<C: Clock + Clone> RedisPermit<C> {
             latency,
             retry_hint,
             token: self.token,
+            age: Duration::ZERO,
         };
         let inner = self.inner.clone();
         if matches!(self.route, Route::Free) && self.disable_expired() {
