@@ -11,8 +11,10 @@
 -- ARGV[3]  jitter sample r in [0, 1), used if this operation opens the breaker
 -- ARGV[4]  the config, comma separated (see parse_config)
 -- ARGV[5]  the pub/sub channel transitions are published on ("" for none), as
---          "phase,generation,remaining_us,now_us,version,incarnation" (remaining -1:
---          never). Nodes treat a message as a hint to re-read the hash, never as state.
+--          "phase,generation,remaining_us,now_us,version,incarnation,warm" (remaining
+--          -1: never; warm 1 when the closed phase's failure streak may trip soon, which
+--          is also announced when a failure makes it so). Nodes treat a message as a hint
+--          to re-read the hash (and to ask Redis meanwhile), never as state.
 -- ARGV[6..] the operation's own arguments
 --
 -- Every write bumps `ver`, a version that only grows within an incarnation `inc` (set
@@ -76,6 +78,12 @@ local function parse_config(s)
 end
 
 local C = parse_config(ARGV[4])
+-- The failure streak from which the next failures may trip (`warm_at` in breaker.rs):
+-- half the threshold, at least 1; 2 without a consecutive-failure rule.
+local WARM_AT = 2
+if C.cf > 0 then WARM_AT = math.max(1, math.floor(C.cf / 2)) end
+-- Set when this script's failure made the streak warm: announced like a transition.
+local warmed = false
 
 local function is_slow(latency)
   return C.slow >= 0 and latency > C.slow
@@ -447,6 +455,7 @@ local function streak_after(S, failed, completed, now)
   if failed then
     if S.streak == 0 or completed < S.ss then S.ss = completed end
     S.streak = S.streak + 1
+    if S.streak == WARM_AT then warmed = true end
   elseif not (S.streak > 0 and completed < S.ss and S.ss <= now) then
     S.streak = 0
     S.ss = 0
@@ -538,12 +547,15 @@ local function save(S, now)
   end
   redis.call('HSET', KEY, unpack(args))
   if refresh or not S.exists then redis.call('PEXPIRE', KEY, TTL) end
-  if CHANNEL ~= '' and #transitions > 0 then
+  local warm = S.phase == CLOSED and S.streak >= WARM_AT
+  if CHANNEL ~= '' and (#transitions > 0 or (warmed and warm)) then
     local left = -1
     if S.till ~= NEVER then left = math.max(0, S.till - now) end
+    local w = '0'
+    if warm then w = '1' end
     redis.call('PUBLISH', CHANNEL,
       fmt(S.phase) .. ',' .. fmt(S.gen) .. ',' .. fmt(left) .. ',' .. fmt(now) .. ','
-      .. fmt(S.ver) .. ',' .. fmt(S.inc))
+      .. fmt(S.ver) .. ',' .. fmt(S.inc) .. ',' .. w)
   end
 end
 

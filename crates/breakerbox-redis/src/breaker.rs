@@ -105,6 +105,12 @@ pub(crate) struct Inner<C: Clock + Clone> {
     pub(crate) suspect: AtomicBool,
     /// Woken when no failure is pending any more.
     pub(crate) settled: Notify,
+    /// The version a channel message announced (a transition, or a failure streak that
+    /// may trip soon; `u64::MAX` for news of another incarnation): until the view holds
+    /// that version, acquires ask Redis instead of the view. Cleared by the re-read the
+    /// message asked for, so a forged message costs Redis calls for one round trip and
+    /// never a wrong answer. 0: no alert.
+    pub(crate) alerted: AtomicU64,
     pub(crate) wake: Arc<Notify>,
     pub(crate) listeners: Vec<Arc<dyn Listener>>,
     pub(crate) stats: Stats,

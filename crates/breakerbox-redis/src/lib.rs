@@ -52,6 +52,7 @@
 //! |---------|---------|-------------------------------------------|
 //! | `tls`   | no      | `rediss://` URLs (redis-rs with rustls)   |
 
+mod batch;
 mod breaker;
 mod events;
 mod node;

@@ -254,6 +254,8 @@ pub struct RedisStore {
     key: String,
     channel: String,
     config_arg: String,
+    /// The slow-call threshold in microseconds, as the scripts compare it.
+    slow_us: Option<u64>,
     ttl_ms: String,
     timeout: Duration,
     next_token: AtomicU64,
@@ -319,6 +321,7 @@ impl RedisStore {
             channel: format!("{key}:events"),
             key,
             config_arg: encode_config(config, options.probe_lease),
+            slow_us: config.slow_call_threshold.map(micros),
             ttl_ms: u64::try_from(options.ttl.as_millis())
                 .unwrap_or(u64::MAX)
                 .max(1)
@@ -494,36 +497,7 @@ impl RedisStore {
         now_us: Option<u64>,
         r: f64,
     ) -> Result<Answer, StoreError> {
-        let mut rest = Vec::with_capacity(1 + items.len() * 7);
-        rest.push(items.len().to_string());
-        for item in items {
-            let (generation, kind, verdict, latency, hint, token, age) = match item {
-                BatchItem::Outcome(o) => (
-                    o.generation,
-                    o.kind,
-                    match o.verdict {
-                        Verdict::Success => "0",
-                        Verdict::Failure => "1",
-                        Verdict::Ignore => "2",
-                    },
-                    micros(o.latency),
-                    o.retry_hint
-                        .map_or(-1, |h| i64::try_from(micros(h)).unwrap_or(i64::MAX)),
-                    o.token,
-                    micros(o.age),
-                ),
-                BatchItem::Release(generation, kind, token) => {
-                    (*generation, *kind, "3", 0, -1, *token, 0)
-                }
-            };
-            rest.push(generation.to_string());
-            rest.push(kind_code(kind).to_string());
-            rest.push(verdict.to_string());
-            rest.push(latency.to_string());
-            rest.push(hint.to_string());
-            rest.push(token.to_string());
-            rest.push(age.to_string());
-        }
+        let rest = crate::batch::arguments(items, self.slow_us);
         self.run(ScriptKind::Record, now_us, r, rest).await
     }
 

@@ -8,6 +8,9 @@ use redis::Value;
 
 /// Whole microseconds of a duration (sub-microsecond parts are dropped: the Redis engine
 /// keeps time in microseconds).
+/// More outcomes than a batch reply can stand for (a node's buffer holds far fewer).
+const MAX_BATCH_OUTCOMES: u64 = 1 << 24;
+
 pub(crate) fn micros(duration: std::time::Duration) -> u64 {
     u64::try_from(duration.as_micros()).unwrap_or(u64::MAX)
 }
@@ -270,10 +273,19 @@ pub(crate) fn parse_reply(value: &Value) -> Result<Reply, ParseError> {
         "done" => ReplyDecision::Model(Decision::Done),
         "repaired" => ReplyDecision::Repaired(text(v, 1)?),
         "batch" => {
+            // Per entry: how many outcomes it stands for, and how many were recorded.
             let n = usize::try_from(uint(v, 1)?).unwrap_or(usize::MAX);
             let mut codes = Vec::with_capacity(n.min(v.len()));
             for i in 0..n {
-                codes.push(int(v, at + i)? == 1);
+                let count = uint(v, at + 2 * i)?;
+                let recorded = uint(v, at + 2 * i + 1)?.min(count);
+                let total = (codes.len() as u64).saturating_add(count);
+                if total > MAX_BATCH_OUTCOMES {
+                    return Err(ParseError::Protocol(format!(
+                        "a batch reply of {total} outcomes"
+                    )));
+                }
+                codes.extend((0..count).map(|k| k < recorded));
             }
             ReplyDecision::Batch(codes)
         }

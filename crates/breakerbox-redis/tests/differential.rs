@@ -477,6 +477,23 @@ impl Harness<'_> {
                     }
                     codes.push(recorded);
                 }
+                // Like neighbours travel as one entry with a count: the model still
+                // applies them one by one.
+                if items_sent.windows(2).any(|w| match w {
+                    [BatchItem::Outcome(a), BatchItem::Outcome(b)] => {
+                        a.verdict == Verdict::Success
+                            && b.verdict == Verdict::Success
+                            && a.generation == b.generation
+                            && a.kind == PermitKind::Normal
+                            && b.kind == PermitKind::Normal
+                            && a.retry_hint.is_none()
+                            && b.retry_hint.is_none()
+                            && a.age != b.age
+                    }
+                    _ => false,
+                }) {
+                    self.seen.insert("run of successes".into());
+                }
                 let reply = self
                     .store
                     .record_batch(&items_sent, Some(self.now_us), r)
@@ -674,6 +691,7 @@ fn lua_scripts_and_pure_model_agree_on_generated_sequences() {
         "consecutive_failures",
         "late streak start",
         "kept streak",
+        "run of successes",
         "failure_rate",
         "slow_call_rate",
         "cooldown_elapsed",

@@ -10,6 +10,7 @@ mod redis_server;
 
 use std::time::{Duration, Instant};
 
+use breakerbox::contract::LocalAdmission;
 use breakerbox::{Config, Phase};
 use breakerbox_redis::{LocalView, Mode, RedisBreaker};
 use redis_server::RedisServer;
@@ -210,4 +211,73 @@ async fn a_disabled_breaker_admits_locally_until_the_override_expires() {
     let permit = b.acquire().await.unwrap();
     assert_eq!(permit.kind(), breakerbox::model::PermitKind::Normal);
     assert_eq!(b.phase(), Phase::Closed);
+}
+
+fn admits_locally(b: &RedisBreaker) -> bool {
+    matches!(b.try_acquire_local(), LocalAdmission::Admitted(_))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failure_streak_that_may_trip_soon_sends_every_node_to_redis() {
+    let server = RedisServer::start();
+    // Warm from a streak of 2 (half the threshold).
+    let config = Config::builder()
+        .consecutive_failures(4)
+        .recovery_timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let a = node(&server, "warming", config.clone()).await;
+    // Node b would learn the streak from its own flush or refresh: neither comes soon.
+    let b = RedisBreaker::builder(server.url(), "warming")
+        .config(config)
+        .mode(Mode::LocalView(LocalView {
+            flush_interval: Duration::from_secs(10),
+            refresh_interval: Duration::from_secs(10),
+            ..LocalView::default()
+        }))
+        .build()
+        .await
+        .unwrap();
+    a.acquire().await.unwrap().success().await;
+    b.acquire().await.unwrap().success().await;
+    a.flush().await;
+    b.flush().await;
+    wait_for("node b to admit from its view", || admits_locally(&b)).await;
+    let started = Instant::now();
+    for _ in 0..2 {
+        a.acquire().await.unwrap().failure().await;
+    }
+    a.flush().await;
+    // Node b made no call: it hears of the streak by pub/sub, and asks Redis from then
+    // on (where the next failures would trip).
+    wait_for("node b to ask Redis", || !admits_locally(&b)).await;
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(b.phase(), Phase::Closed);
+    let permit = b.acquire().await.unwrap();
+    permit.failure().await;
+    b.flush().await;
+    let permit = b.acquire().await.unwrap();
+    permit.failure().await;
+    b.flush().await;
+    wait_for("the trip", || a.phase() == Phase::Open && b.phase() == Phase::Open).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_announcement_costs_one_read_and_never_a_wrong_answer() {
+    let server = RedisServer::start();
+    let config = Config::builder().consecutive_failures(4).build().unwrap();
+    let b = node(&server, "forged", config).await;
+    b.acquire().await.unwrap().success().await;
+    b.flush().await;
+    wait_for("node b to admit from its view", || admits_locally(&b)).await;
+    let incarnation = server.command(&["HGET", "bb:{forged}", "inc"]).unwrap();
+    let reads_before = b.stats().redis_calls;
+    // "Open, version 10^12, warm", of the current incarnation: not what Redis holds.
+    let forged = format!("1,99,60000000,0,1000000000000,{},1", &incarnation[1..]);
+    server.command(&["PUBLISH", "bb:{forged}:events", &forged]);
+    // The node re-reads, finds Redis closed, and admits from its view again.
+    wait_for("the re-read", || b.stats().redis_calls > reads_before).await;
+    wait_for("node b to admit from its view again", || admits_locally(&b)).await;
+    assert_eq!(b.phase(), Phase::Closed);
+    b.acquire().await.unwrap().success().await;
 }

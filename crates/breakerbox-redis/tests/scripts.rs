@@ -506,3 +506,26 @@ async fn a_success_from_before_the_failure_streak_keeps_it_unless_redis_time_wen
     let s = at(5_000_000, vec![outcome_aged(0, Verdict::Success, 1_000)]).await;
     assert_eq!((s.consecutive_failures, s.streak_started_us), (0, 0));
 }
+
+#[tokio::test]
+async fn a_run_of_successes_ends_the_streak_if_any_of_them_completed_after_it_began() {
+    let server = RedisServer::start();
+    let config = Config::builder().consecutive_failures(3).build().unwrap();
+    let store = store(&server, "runs", &config);
+    for (i, ages) in [[5_000_000, 0], [0, 5_000_000]].into_iter().enumerate() {
+        let now = 10_000_000 * (i as u64 + 1);
+        store.record(&[failure(0)], Some(now), 0.0).await.unwrap();
+        // One success from before the streak, one from after: sent as one entry.
+        let successes: Vec<OutcomeArg> = ages
+            .iter()
+            .map(|&age| outcome_aged(0, Verdict::Success, age))
+            .collect();
+        let reply = store
+            .record(&successes, Some(now + 1_000), 0.0)
+            .await
+            .unwrap()
+            .reply;
+        assert_eq!(reply.decision, ReplyDecision::Batch(vec![true, true]));
+        assert_eq!(reply.state.consecutive_failures, 0, "ages {ages:?}");
+    }
+}

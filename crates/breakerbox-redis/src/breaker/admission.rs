@@ -86,7 +86,7 @@ impl<C: Clock + Clone> RedisBreaker<C> {
     fn decide_from_view(&self) -> Option<Result<RedisPermit<C>, CircuitOpen>> {
         let inner = &self.inner;
         let view = inner.view();
-        if !view.known {
+        if !view.known || view.version < inner.alerted.load(Ordering::Acquire) {
             return None;
         }
         match view.phase {

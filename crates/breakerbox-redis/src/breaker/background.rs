@@ -94,10 +94,16 @@ impl<C: Clock + Clone> Inner<C> {
     /// One authoritative read: repairs a corrupt value, gives back what Redis lost, adopts
     /// Redis's state.
     pub(crate) async fn refresh(&self) {
+        let alerted = self.alerted.load(Ordering::Acquire);
         let result = match self.read_authoritative().await {
             Ok(read) => self.adopt(read).await,
             Err(error) => Err(error),
         };
+        // What Redis holds is now the view: an alert this read answers is over (one that
+        // came meanwhile waits for the re-read it asked for).
+        let _ = self
+            .alerted
+            .compare_exchange(alerted, 0, Ordering::AcqRel, Ordering::Acquire);
         if let Err(error) = result {
             self.enter_outage(&error);
         }
@@ -150,10 +156,11 @@ impl<C: Clock + Clone> Inner<C> {
     }
 
     /// A message on the breaker's channel:
-    /// `phase,generation,remaining_us,now_us,version,incarnation`. A message is only a
-    /// hint: news newer than the view (or of another incarnation) triggers an
+    /// `phase,generation,remaining_us,now_us,version,incarnation[,warm]`. A message is
+    /// only a hint: news newer than the view (or of another incarnation) triggers an
     /// authoritative re-read, so a forged or stale message cannot move the view to a
-    /// state Redis does not hold.
+    /// state Redis does not hold; until that read answers, acquires ask Redis (the
+    /// message may say the breaker tripped, or is about to).
     pub(crate) fn on_message(&self, payload: &str) {
         let fields: Vec<&str> = payload.split(',').collect();
         let number = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok());
@@ -164,6 +171,12 @@ impl<C: Clock + Clone> Inner<C> {
         if view.known && view.incarnation == incarnation && version <= view.version {
             return;
         }
+        let alert = if view.incarnation == incarnation {
+            version
+        } else {
+            u64::MAX
+        };
+        self.alerted.fetch_max(alert, Ordering::AcqRel);
         self.request_refresh();
     }
 }

@@ -326,6 +326,7 @@ impl<C: Clock + Clone> RedisBreakerBuilder<C> {
             urgent: AtomicBool::new(false),
             suspect: AtomicBool::new(false),
             settled: Notify::new(),
+            alerted: AtomicU64::new(0),
             wake: wake.clone(),
             listeners: self.listeners,
             stats: Stats::default(),

@@ -1,0 +1,171 @@
+//! A batch on the wire: `record.lua`'s arguments, with runs of like outcomes sent once.
+//!
+//! A node in local-view mode sends its closed-phase outcomes in batches, mostly long runs
+//! of successes. Sending each as its own seven arguments made a second's batch (hundreds
+//! of outcomes) cost the client, the wire and Redis about a millisecond, and a failure
+//! queued behind it reached Redis that much later. A run of successes (or of ignores)
+//! of one generation, with the same slow-call class, no retry hint and no lease token,
+//! is sent as one entry with a count; the script applies the entry once per outcome, so
+//! the state is the same as for the outcomes sent one by one:
+//! - every outcome of a run is filed at the script's time and judged slow or not alike;
+//! - a success ends the failure streak if it completed after the streak began (rule 19),
+//!   so of a run only the youngest completion matters, which the entry carries.
+
+use std::time::Duration;
+
+use breakerbox::model::PermitKind;
+use breakerbox::Verdict;
+
+use crate::store::BatchItem;
+use crate::wire::{kind_code, micros};
+
+/// One entry of the wire batch: an item, and how many like items it stands for.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+struct Entry {
+    item: BatchItem,
+    count: u64,
+}
+
+/// The items as runs: like neighbours merged (see the module docs). `slow_us`: the
+/// slow-call threshold in microseconds, as the scripts compare it (`None`: none).
+fn runs(items: &[BatchItem], slow_us: Option<u64>) -> Vec<Entry> {
+    let slow = |latency: Duration| slow_us.is_some_and(|threshold| micros(latency) > threshold);
+    let mut out: Vec<Entry> = Vec::with_capacity(items.len().min(64));
+    for item in items {
+        if let (Some(last), BatchItem::Outcome(o)) = (out.last_mut(), item) {
+            if let BatchItem::Outcome(run) = &mut last.item {
+                let mergeable = |o: &crate::store::OutcomeArg| {
+                    matches!(o.verdict, Verdict::Success | Verdict::Ignore)
+                        && o.kind == PermitKind::Normal
+                        && o.retry_hint.is_none()
+                        && o.token == 0
+                };
+                if mergeable(run)
+                    && mergeable(o)
+                    && run.verdict == o.verdict
+                    && run.generation == o.generation
+                    && slow(run.latency) == slow(o.latency)
+                {
+                    run.age = run.age.min(o.age);
+                    last.count += 1;
+                    continue;
+                }
+            }
+        }
+        out.push(Entry {
+            item: *item,
+            count: 1,
+        });
+    }
+    out
+}
+
+/// `record.lua`'s own arguments for `items`: the number of entries, then per entry its
+/// generation, kind, verdict, latency, retry hint, lease token, age and count.
+pub(crate) fn arguments(items: &[BatchItem], slow_us: Option<u64>) -> Vec<String> {
+    let entries = runs(items, slow_us);
+    let mut rest = Vec::with_capacity(1 + entries.len() * 8);
+    rest.push(entries.len().to_string());
+    for Entry { item, count } in entries {
+        let (generation, kind, verdict, latency, hint, token, age) = match item {
+            BatchItem::Outcome(o) => (
+                o.generation,
+                o.kind,
+                match o.verdict {
+                    Verdict::Success => "0",
+                    Verdict::Failure => "1",
+                    Verdict::Ignore => "2",
+                },
+                micros(o.latency),
+                o.retry_hint
+                    .map_or(-1, |h| i64::try_from(micros(h)).unwrap_or(i64::MAX)),
+                o.token,
+                micros(o.age),
+            ),
+            BatchItem::Release(generation, kind, token) => (generation, kind, "3", 0, -1, token, 0),
+        };
+        rest.push(generation.to_string());
+        rest.push(kind_code(kind).to_string());
+        rest.push(verdict.to_string());
+        rest.push(latency.to_string());
+        rest.push(hint.to_string());
+        rest.push(token.to_string());
+        rest.push(age.to_string());
+        rest.push(count.to_string());
+    }
+    rest
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::OutcomeArg;
+
+    fn outcome(verdict: Verdict, latency_us: u64, age_us: u64) -> BatchItem {
+        BatchItem::Outcome(OutcomeArg {
+            age: Duration::from_micros(age_us),
+            ..OutcomeArg::new(
+                3,
+                PermitKind::Normal,
+                verdict,
+                Duration::from_micros(latency_us),
+            )
+        })
+    }
+
+    #[test]
+    fn like_successes_are_one_entry_with_the_youngest_age() {
+        let items = [
+            outcome(Verdict::Success, 10, 900),
+            outcome(Verdict::Success, 20, 500),
+            outcome(Verdict::Success, 30, 700),
+        ];
+        let runs = runs(&items, Some(100));
+        assert_eq!(runs.len(), 1);
+        assert_eq!(runs[0].count, 3);
+        assert_eq!(runs[0].item, outcome(Verdict::Success, 10, 500));
+    }
+
+    #[test]
+    fn failures_slow_calls_hints_tokens_and_releases_break_runs() {
+        let hinted = BatchItem::Outcome(OutcomeArg {
+            retry_hint: Some(Duration::from_secs(1)),
+            ..OutcomeArg::new(3, PermitKind::Normal, Verdict::Success, Duration::ZERO)
+        });
+        let probe = BatchItem::Outcome(OutcomeArg {
+            token: 9,
+            ..OutcomeArg::new(3, PermitKind::Probe, Verdict::Success, Duration::ZERO)
+        });
+        let items = [
+            outcome(Verdict::Success, 10, 0),
+            outcome(Verdict::Failure, 10, 0),
+            outcome(Verdict::Failure, 10, 0),
+            outcome(Verdict::Success, 10, 0),
+            outcome(Verdict::Success, 101, 0),
+            hinted,
+            probe,
+            BatchItem::Release(3, PermitKind::Normal, 0),
+            BatchItem::Release(3, PermitKind::Normal, 0),
+            outcome(Verdict::Ignore, 10, 0),
+            outcome(Verdict::Ignore, 10, 0),
+        ];
+        let counts: Vec<u64> = runs(&items, Some(100)).iter().map(|e| e.count).collect();
+        assert_eq!(counts, [1, 1, 1, 1, 1, 1, 1, 1, 1, 2]);
+        // Without a threshold nothing is slow: the two successes merge.
+        let counts: Vec<u64> = runs(&items[3..5], None).iter().map(|e| e.count).collect();
+        assert_eq!(counts, [2]);
+    }
+
+    #[test]
+    fn another_generation_starts_a_new_run() {
+        let other = BatchItem::Outcome(OutcomeArg::new(
+            4,
+            PermitKind::Normal,
+            Verdict::Success,
+            Duration::ZERO,
+        ));
+        let items = [outcome(Verdict::Success, 0, 0), other];
+        assert_eq!(runs(&items, None).len(), 2);
+        assert_eq!(arguments(&items, None).len(), 1 + 2 * 8);
+    }
+}
