@@ -288,10 +288,18 @@ impl<C: Clock + Clone> Inner<C> {
         open
     }
 
-    /// Queues a closed-phase outcome (or a release) for the next batch.
-    pub(crate) fn enqueue(&self, item: BatchItem) {
-        let Mode::LocalView(LocalView { batch_size, .. }) = self.mode else {
-            return;
+    /// Queues a closed-phase outcome (or a release) for the next batch. Returns whether
+    /// the caller is to send the batch now (an outcome that may trip the breaker, with
+    /// `failure_flush_interval` zero): from the recording task, as strict mode would,
+    /// rather than a wake-up of the background task later.
+    pub(crate) fn enqueue(&self, item: BatchItem) -> bool {
+        let Mode::LocalView(LocalView {
+            batch_size,
+            failure_flush_interval,
+            ..
+        }) = self.mode
+        else {
+            return false;
         };
         // A failure may trip; while the view is warm, a success ends the streak that
         // makes this node ask Redis: both are sent at once.
@@ -308,23 +316,38 @@ impl<C: Clock + Clone> Inner<C> {
             Ok(mut batch) => {
                 if batch.len() >= batch_size.saturating_mul(20).max(1) {
                     Stats::add(&self.stats.dropped_outcomes, 1);
-                    return;
+                    return false;
                 }
                 batch.push((item, queued));
                 batch.len()
             }
-            Err(_) => return,
+            Err(_) => return false,
         };
         if self.is_down() {
-            return;
+            return false;
         }
+        let mut wake = len >= batch_size;
         if urgent {
             self.suspect.store(true, Ordering::Release);
+            // Marked even when the caller sends: a flush under way then knows a failure
+            // came after what it took, and leaves the node suspect.
+            let first_urgent = !self.urgent.swap(true, Ordering::AcqRel);
+            if failure_flush_interval.is_zero() {
+                return true;
+            }
+            wake |= first_urgent;
         }
-        let first_urgent = urgent && !self.urgent.swap(true, Ordering::AcqRel);
-        if len >= batch_size || first_urgent {
+        if wake {
             self.wake.notify_one();
         }
+        false
+    }
+
+    /// Hands an urgent batch to the background task (a send-now that never ran: its
+    /// future was dropped with no runtime to finish it).
+    pub(crate) fn flush_soon(&self) {
+        self.urgent.store(true, Ordering::Release);
+        self.wake.notify_one();
     }
 }
 

@@ -281,3 +281,31 @@ async fn a_forged_announcement_costs_one_read_and_never_a_wrong_answer() {
     assert_eq!(b.phase(), Phase::Closed);
     b.acquire().await.unwrap().success().await;
 }
+
+fn streak(server: &RedisServer, key: &str) -> Option<String> {
+    server.command(&["HGET", key, "streak"])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failure_is_in_redis_when_its_record_completes() {
+    let server = RedisServer::start();
+    let config = Config::builder().consecutive_failures(5).build().unwrap();
+    let b = node(&server, "inline", config).await;
+    b.acquire().await.unwrap().success().await;
+    b.flush().await;
+    // Sent by the recording task itself, as in strict mode: no background wake-up between
+    // the failure and Redis.
+    let recorded = b.acquire().await.unwrap().failure();
+    assert!(format!("{recorded:?}").contains("pending: true"), "{recorded:?}");
+    recorded.await;
+    assert_eq!(streak(&server, "bb:{inline}").as_deref(), Some("1"));
+    // A record dropped where no runtime can finish it is handed to the background task.
+    let permit = b.acquire().await.unwrap();
+    std::thread::spawn(move || drop(permit.failure()))
+        .join()
+        .unwrap();
+    wait_for("the handed-over failure", || {
+        streak(&server, "bb:{inline}").as_deref() == Some("2")
+    })
+    .await;
+}

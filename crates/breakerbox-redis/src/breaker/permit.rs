@@ -166,8 +166,19 @@ impl<C: Clock + Clone> RedisPermit<C> {
             // Kept through an outage too: it belongs to the shared phase (a stale
             // generation makes it harmless if the phase moved on).
             Route::Batched => {
-                inner.enqueue(BatchItem::Outcome(outcome));
-                Recorded::done()
+                if !inner.enqueue(BatchItem::Outcome(outcome)) {
+                    return Recorded::done();
+                }
+                // An outcome that may trip: sent now, and the future waits until Redis
+                // answered (the failure's, or a concurrent flush's that took it).
+                let handoff = Handoff(Some(inner.clone()));
+                Recorded::pending(async move {
+                    let mut handoff = handoff;
+                    if let Some(inner) = handoff.0.take() {
+                        inner.flush().await;
+                        inner.settle().await;
+                    }
+                })
             }
             Route::Redis => {
                 if inner.is_down() {
@@ -244,6 +255,17 @@ impl std::fmt::Debug for Recorded {
         f.debug_struct("Recorded")
             .field("pending", &self.task.is_some())
             .finish()
+    }
+}
+
+/// A send-now that has not run yet: if it is dropped unrun, the background task sends.
+struct Handoff<C: Clock + Clone>(Option<Arc<Inner<C>>>);
+
+impl<C: Clock + Clone> Drop for Handoff<C> {
+    fn drop(&mut self) {
+        if let Some(inner) = self.0.take() {
+            inner.flush_soon();
+        }
     }
 }
 
