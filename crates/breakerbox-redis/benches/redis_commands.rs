@@ -14,7 +14,8 @@
 //! - fleet overshoot: OS processes (4 and 8, 4 callers each) share a breaker
 //!   (`consecutive_failures(5)`) in front of a loopback dependency that dies; the calls
 //!   that still reach it before every node rejects, local view against strict mode
-//!   (goal: local view within 1.5 x strict).
+//!   (goal: local view within 1.5 x strict), the modes taking turns run by run
+//!   (`BB_OVERSHOOT_RUNS`, default 7), with the fleet's call rate before the death.
 
 // A benchmark measures wall-clock time.
 #![allow(clippy::disallowed_methods)]
@@ -121,8 +122,14 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[i.min(sorted.len() - 1)]
 }
 
-/// Calls that reach the dependency after it dies, in one run of `processes` workers.
-async fn overshoot(server: &RedisServer, processes: usize, strict: bool, run: usize) -> usize {
+/// Calls that reach the dependency after it dies, in one run of `processes` workers, and
+/// the fleet's call rate (calls per millisecond) just before it died.
+async fn overshoot(
+    server: &RedisServer,
+    processes: usize,
+    strict: bool,
+    run: usize,
+) -> (usize, f64) {
     let dependency = fleet::Dependency::start(true).await;
     let name = format!("overshoot-{processes}-{strict}-{run}");
     let children = fleet::spawn(
@@ -138,12 +145,14 @@ async fn overshoot(server: &RedisServer, processes: usize, strict: bool, run: us
         ],
     );
     dependency.wait_for_calls(100 * processes).await;
+    let before = dependency.calls();
     tokio::time::sleep(Duration::from_millis(300)).await;
+    let rate = (dependency.calls() - before) as f64 / 300.0;
     let died = Instant::now();
     dependency.set_healthy(false);
     let reports = fleet::reports(children).await;
     assert!(reports.iter().all(|r| r.phase == "open"), "{reports:?}");
-    dependency.calls_since(died)
+    (dependency.calls_since(died), rate)
 }
 
 fn median(mut v: Vec<usize>) -> usize {
@@ -284,24 +293,30 @@ async fn bench() {
     fleet_overshoot(&server).await;
 }
 
-/// Fleet overshoot: calls that reach a dead dependency before every node rejects.
+/// Fleet overshoot: calls that reach a dead dependency before every node rejects. The two
+/// modes take turns, run by run, so a change in the machine's load falls on both.
 async fn fleet_overshoot(server: &RedisServer) {
+    let runs: usize = std::env::var("BB_OVERSHOOT_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(7);
     for processes in [4usize, 8] {
-        let mut line = format!("overshoot, {processes} processes x 4 callers:");
-        for strict in [false, true] {
-            let runs: Vec<usize> = {
-                let mut v = Vec::new();
-                for run in 0..5 {
-                    v.push(overshoot(server, processes, strict, run).await);
-                }
-                v
-            };
-            let label = if strict { "strict" } else { "local view" };
-            line.push_str(&format!(
-                " {label} median {} (runs {runs:?});",
-                median(runs.clone())
-            ));
+        let (mut local, mut strict) = (Vec::new(), Vec::new());
+        let (mut local_rate, mut strict_rate) = (0.0, 0.0);
+        for run in 0..runs {
+            let (calls, rate) = overshoot(server, processes, false, run).await;
+            local.push(calls);
+            local_rate += rate / runs as f64;
+            let (calls, rate) = overshoot(server, processes, true, run).await;
+            strict.push(calls);
+            strict_rate += rate / runs as f64;
         }
-        println!("{line}");
+        let (l, s) = (median(local.clone()), median(strict.clone()));
+        println!(
+            "overshoot, {processes} processes x 4 callers: local view median {l} (runs \
+             {local:?}, {local_rate:.1} calls/ms before); strict median {s} (runs \
+             {strict:?}, {strict_rate:.1} calls/ms before); ratio {:.2}",
+            l as f64 / s.max(1) as f64
+        );
     }
 }

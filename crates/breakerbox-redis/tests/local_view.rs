@@ -259,7 +259,10 @@ async fn a_failure_streak_that_may_trip_soon_sends_every_node_to_redis() {
     let permit = b.acquire().await.unwrap();
     permit.failure().await;
     b.flush().await;
-    wait_for("the trip", || a.phase() == Phase::Open && b.phase() == Phase::Open).await;
+    wait_for("the trip", || {
+        a.phase() == Phase::Open && b.phase() == Phase::Open
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -296,7 +299,10 @@ async fn a_failure_is_in_redis_when_its_record_completes() {
     // Sent by the recording task itself, as in strict mode: no background wake-up between
     // the failure and Redis.
     let recorded = b.acquire().await.unwrap().failure();
-    assert!(format!("{recorded:?}").contains("pending: true"), "{recorded:?}");
+    assert!(
+        format!("{recorded:?}").contains("pending: true"),
+        "{recorded:?}"
+    );
     recorded.await;
     assert_eq!(streak(&server, "bb:{inline}").as_deref(), Some("1"));
     // A record dropped where no runtime can finish it is handed to the background task.
