@@ -16,7 +16,7 @@
 //!   the phase.
 //! - Views order news by a version the scripts increment, never by Redis time, so a
 //!   clock that steps back or a forged channel message cannot freeze or move them; a
-//!   corrupt value is repaired inside the script that finds it, once (rules 14-18 of
+//!   corrupt value is repaired inside the script that finds it, once (rules 14-19 of
 //!   `docs/RULES.md` in the repository).
 //! - [`RedisBreaker`] keeps a local view (pub/sub plus a periodic refresh): no Redis round
 //!   trip per call while closed (outcomes go in batches), none at all while open.

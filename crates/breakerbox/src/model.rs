@@ -3,7 +3,8 @@
 //! This is the contract every engine implements (the in-memory [`CircuitBreaker`] and the
 //! Redis Lua scripts) and the oracle their tests are held against. It has no atomics, no
 //! clock and no randomness: time and the jitter sample are arguments. It is written to be
-//! ported line by line; see `docs/RULES.md` (rules 1-13), which it follows rule by rule.
+//! ported line by line; see `docs/RULES.md` (rules 1-13, and 19 for outcomes that waited
+//! in a batch), which it follows rule by rule.
 //!
 //! ```
 //! use breakerbox::model::{Decision, ModelState, Operation, PermitKind};
