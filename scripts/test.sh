@@ -11,6 +11,8 @@ missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+# promtool (Debian package prometheus) checks the metrics exposition.
+command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing from Debian's packages: ${missing[*]}"
   SUDO=""

@@ -114,6 +114,9 @@ pub(crate) struct Inner<C: Clock + Clone> {
     pub(crate) wake: Arc<Notify>,
     pub(crate) listeners: Vec<Arc<dyn Listener>>,
     pub(crate) stats: Stats,
+    /// Outcomes by verdict, for the metrics facade.
+    #[cfg(feature = "metrics")]
+    pub(crate) counters: breakerbox::metrics::OutcomeCounters,
     /// Local time of the last news from Redis (a script reply or a message).
     pub(crate) last_news: AtomicU64,
     /// Handles the background loop holds while it works (a flush, a refresh): not a
@@ -263,10 +266,16 @@ impl<C: Clock + Clone> Inner<C> {
         let news = news_of(state, now_us, warm_at(&self.config));
         let now = self.clock.now();
         let mut lost = false;
+        #[cfg(feature = "metrics")]
+        let before = self.view().phase;
         let accepted = self.view.update(|v| {
             lost = v.known && v.incarnation != news.incarnation;
             v.merge(&news, now, authoritative)
         });
+        #[cfg(feature = "metrics")]
+        if accepted && news.phase != before {
+            breakerbox::metrics::set_phase(&self.name, news.phase);
+        }
         if accepted {
             // Only accepted news counts as fresh: nothing refused can starve the refresh.
             self.last_news.store(now.as_u64(), Ordering::Release);

@@ -55,6 +55,8 @@
 mod batch;
 mod breaker;
 mod events;
+#[cfg(feature = "metrics")]
+mod metrics;
 mod node;
 mod options;
 mod pubsub;
@@ -66,6 +68,8 @@ pub use breaker::{
     AcquireFuture, BuildError, Recorded, RedisBreaker, RedisBreakerBuilder, RedisPermit,
 };
 pub use events::{Stats, StatsSnapshot};
+#[cfg(feature = "metrics")]
+pub use metrics::describe_metrics;
 pub use node::RedisNode;
 pub use options::{Backoff, Fallback, LocalView, Mode};
 pub use scripts::ScriptKind;

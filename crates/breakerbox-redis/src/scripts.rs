@@ -33,7 +33,7 @@ pub enum ScriptKind {
 }
 
 impl ScriptKind {
-    const ALL: [ScriptKind; 5] = [
+    pub(crate) const ALL: [ScriptKind; 5] = [
         ScriptKind::Acquire,
         ScriptKind::Record,
         ScriptKind::Release,
@@ -52,8 +52,19 @@ impl ScriptKind {
         }
     }
 
-    fn index(self) -> usize {
+    pub(crate) fn index(self) -> usize {
         self as usize
+    }
+
+    /// The script's name, as metrics label it (`acquire`, `record`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            ScriptKind::Acquire => "acquire",
+            ScriptKind::Record => "record",
+            ScriptKind::Release => "release",
+            ScriptKind::Manual => "manual",
+            ScriptKind::Read => "read",
+        }
     }
 }
 

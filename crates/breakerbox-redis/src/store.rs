@@ -259,6 +259,9 @@ pub struct RedisStore {
     ttl_ms: String,
     timeout: Duration,
     next_token: AtomicU64,
+    /// Round trips of each script, for the metrics facade.
+    #[cfg(feature = "metrics")]
+    round_trips: [metrics::Histogram; 5],
 }
 
 impl fmt::Debug for RedisStore {
@@ -328,6 +331,14 @@ impl RedisStore {
                 .to_string(),
             timeout: options.timeout,
             next_token: AtomicU64::new(random_seed()),
+            #[cfg(feature = "metrics")]
+            round_trips: ScriptKind::ALL.map(|kind| {
+                metrics::histogram!(
+                    "breakerbox_store_round_trip_seconds",
+                    "breaker" => name.to_string(),
+                    "script" => kind.name()
+                )
+            }),
         }
     }
 
@@ -385,6 +396,9 @@ impl RedisStore {
     }
 
     async fn run_once(&self, kind: ScriptKind, args: &[String]) -> Result<Reply, StoreError> {
+        // Scheduling and timeouts use tokio's clock; so does this measurement.
+        #[cfg(feature = "metrics")]
+        let started = tokio::time::Instant::now();
         let value = {
             let mut conn = self.connection().await.map_err(|e| self.failed(e))?;
             self.link
@@ -393,6 +407,10 @@ impl RedisStore {
                 .await
                 .map_err(|e| self.failed(e))?
         };
+        #[cfg(feature = "metrics")]
+        if let Some(h) = self.round_trips.get(kind.index()) {
+            h.record(started.elapsed().as_secs_f64());
+        }
         parse_reply(&value).map_err(|e| match e {
             ParseError::Corrupt(why) => StoreError::Corrupt(why),
             ParseError::Protocol(why) => StoreError::Protocol(why),

@@ -67,6 +67,9 @@ mod error;
 mod events;
 mod jitter;
 mod judge;
+#[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+pub mod metrics;
 pub mod model;
 mod permit;
 mod phase;

@@ -303,6 +303,8 @@ impl<C: Clock + Clone> RedisBreakerBuilder<C> {
             Arc::new(SplitMix::new(h.finish()))
         });
         let wake = Arc::new(Notify::new());
+        #[cfg(feature = "metrics")]
+        let counters = breakerbox::metrics::OutcomeCounters::new(&self.name);
         let inner = Arc::new(Inner {
             name: self.name,
             config,
@@ -327,6 +329,8 @@ impl<C: Clock + Clone> RedisBreakerBuilder<C> {
             suspect: AtomicBool::new(false),
             settled: Notify::new(),
             alerted: AtomicU64::new(0),
+            #[cfg(feature = "metrics")]
+            counters,
             wake: wake.clone(),
             listeners: self.listeners,
             stats: Stats::default(),

@@ -175,6 +175,9 @@ impl<C: Clock + Clone> RedisBreaker<C> {
     pub(crate) fn fallback_acquire(&self) -> Result<RedisPermit<C>, CircuitOpen> {
         let inner = &self.inner;
         Stats::add(&inner.stats.fallback_calls, 1);
+        #[cfg(feature = "metrics")]
+        metrics::counter!("breakerbox_fallback_calls_total", "breaker" => inner.name.clone())
+            .increment(1);
         // The last shared state this node knew holds through the outage, whatever the
         // policy: an open phase until its end, an override until it expires.
         let view = inner.view();

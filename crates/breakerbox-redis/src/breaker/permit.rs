@@ -140,6 +140,8 @@ impl<C: Clock + Clone> RedisPermit<C> {
         retry_hint: Option<Duration>,
     ) -> Recorded {
         self.done = true;
+        #[cfg(feature = "metrics")]
+        self.inner.counters.record(self.kind, verdict);
         let outcome = OutcomeArg {
             generation: self.generation,
             kind: self.kind,

@@ -48,6 +48,8 @@ pub(crate) struct Engine<C> {
     pub(crate) name: std::sync::Arc<str>,
     pub(super) listeners: Listeners,
     pub(super) jitter: Option<std::sync::Arc<dyn JitterSource>>,
+    #[cfg(feature = "metrics")]
+    counters: crate::metrics::OutcomeCounters,
 }
 
 /// A transition made under the lock, to announce once the lock is released.
@@ -69,7 +71,11 @@ impl<C: Clock> Engine<C> {
                 buckets,
             )),
         };
+        #[cfg(feature = "metrics")]
+        crate::metrics::set_phase(&name, Phase::Closed);
         Engine {
+            #[cfg(feature = "metrics")]
+            counters: crate::metrics::OutcomeCounters::new(&name),
             word: AtomicU64::new(Word::new(Phase::Closed, 0).0),
             until: AtomicU64::new(0),
             deadline: AtomicU64::new(0),
@@ -270,6 +276,8 @@ impl<C: Clock> Engine<C> {
         latency: Nanos,
         retry_hint: Option<Nanos>,
     ) {
+        #[cfg(feature = "metrics")]
+        self.counters.record(kind, verdict);
         match kind {
             PermitKind::Normal => self.record_closed(generation, verdict, latency, retry_hint),
             PermitKind::Probe => self.record_probe(generation, verdict, latency, retry_hint),
@@ -492,6 +500,8 @@ impl<C: Clock> Engine<C> {
 
     pub(super) fn announce(&self, pending: Pending) {
         if let Some(transition) = pending {
+            #[cfg(feature = "metrics")]
+            crate::metrics::set_phase(&self.name, transition.to);
             self.listeners
                 .emit(&self.name, EventKind::Transition(transition));
         }
