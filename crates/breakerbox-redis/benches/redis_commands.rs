@@ -15,7 +15,11 @@
 //!   (`consecutive_failures(5)`) in front of a loopback dependency that dies; the calls
 //!   that still reach it before every node rejects, local view against strict mode
 //!   (goal: local view within 1.5 x strict), the modes taking turns run by run
-//!   (`BB_OVERSHOOT_RUNS`, default 7), with the fleet's call rate before the death.
+//!   (`BB_OVERSHOOT_RUNS`, default 7), with the fleet's call rate before the death. Two
+//!   kinds of traffic: each caller calls again 2 ms after its last call ends (a closed
+//!   loop: strict mode's round trips slow its own callers, so it offers less traffic),
+//!   and each caller starts a call every 2 ms whatever the calls cost (the same offered
+//!   traffic in both modes, as requests arriving from outside).
 
 // A benchmark measures wall-clock time.
 #![allow(clippy::disallowed_methods)]
@@ -128,10 +132,11 @@ async fn overshoot(
     server: &RedisServer,
     processes: usize,
     strict: bool,
+    fixed_rate: bool,
     run: usize,
 ) -> (usize, f64) {
     let dependency = fleet::Dependency::start(true).await;
-    let name = format!("overshoot-{processes}-{strict}-{run}");
+    let name = format!("overshoot-{processes}-{strict}-{fixed_rate}-{run}");
     let children = fleet::spawn(
         processes,
         &[],
@@ -142,6 +147,7 @@ async fn overshoot(
             ("BB_FLEET_STRICT", if strict { "1" } else { "0" }),
             ("BB_FLEET_MILLIS", "3000"),
             ("BB_FLEET_REFRESH_MS", "1000"),
+            ("BB_FLEET_FIXED_RATE", if fixed_rate { "1" } else { "0" }),
         ],
     );
     dependency.wait_for_calls(100 * processes).await;
@@ -300,23 +306,28 @@ async fn fleet_overshoot(server: &RedisServer) {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(7);
-    for processes in [4usize, 8] {
-        let (mut local, mut strict) = (Vec::new(), Vec::new());
-        let (mut local_rate, mut strict_rate) = (0.0, 0.0);
-        for run in 0..runs {
-            let (calls, rate) = overshoot(server, processes, false, run).await;
-            local.push(calls);
-            local_rate += rate / runs as f64;
-            let (calls, rate) = overshoot(server, processes, true, run).await;
-            strict.push(calls);
-            strict_rate += rate / runs as f64;
+    for (fixed_rate, arrivals) in [
+        (false, "each caller 2 ms after its last call"),
+        (true, "each caller every 2 ms"),
+    ] {
+        for processes in [4usize, 8] {
+            let (mut local, mut strict) = (Vec::new(), Vec::new());
+            let (mut local_rate, mut strict_rate) = (0.0, 0.0);
+            for run in 0..runs {
+                let (calls, rate) = overshoot(server, processes, false, fixed_rate, run).await;
+                local.push(calls);
+                local_rate += rate / runs as f64;
+                let (calls, rate) = overshoot(server, processes, true, fixed_rate, run).await;
+                strict.push(calls);
+                strict_rate += rate / runs as f64;
+            }
+            let (l, s) = (median(local.clone()), median(strict.clone()));
+            println!(
+                "overshoot, {processes} processes x 4 callers, {arrivals}: local view median \
+                 {l} (runs {local:?}, {local_rate:.1} calls/ms before); strict median {s} \
+                 (runs {strict:?}, {strict_rate:.1} calls/ms before); ratio {:.2}",
+                l as f64 / s.max(1) as f64
+            );
         }
-        let (l, s) = (median(local.clone()), median(strict.clone()));
-        println!(
-            "overshoot, {processes} processes x 4 callers: local view median {l} (runs \
-             {local:?}, {local_rate:.1} calls/ms before); strict median {s} (runs \
-             {strict:?}, {strict_rate:.1} calls/ms before); ratio {:.2}",
-            l as f64 / s.max(1) as f64
-        );
     }
 }

@@ -330,15 +330,25 @@ pub async fn worker_main() {
         .unwrap();
     let run_for = ms("BB_FLEET_MILLIS", 3_000);
     let pace = ms("BB_FLEET_PACE_MS", 2);
+    // Fixed rate: each caller starts a call every `pace` (at its own phase within the
+    // first period), whatever the calls cost, as traffic that arrives from outside does.
+    // Otherwise each caller waits `pace` after each call (a closed loop).
+    let fixed_rate = env_u64("BB_FLEET_FIXED_RATE", 0) == 1;
     let started = Instant::now();
     let mut tasks = Vec::new();
-    for _ in 0..env_u64("BB_FLEET_CALLERS", 4) {
+    for caller in 0..env_u64("BB_FLEET_CALLERS", 4) {
         let breaker = breaker.clone();
         let dependency = dependency.clone();
+        let phase = pace.mul_f64(spread(u64::from(std::process::id()) * 31 + caller));
         tasks.push(tokio::spawn(async move {
             let mut c = [0u64; 5]; // admitted, probes, rejected, failed, fallback
             let mut blocked = Duration::ZERO;
+            let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + phase, pace);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
             while started.elapsed() < run_for {
+                if fixed_rate {
+                    ticks.tick().await;
+                }
                 let asked = Instant::now();
                 let acquired = breaker.acquire().await;
                 blocked = blocked.max(asked.elapsed());
@@ -365,7 +375,9 @@ pub async fn worker_main() {
                     }
                     Err(_) => c[2] += 1,
                 }
-                tokio::time::sleep(pace).await;
+                if !fixed_rate {
+                    tokio::time::sleep(pace).await;
+                }
             }
             (c, blocked)
         }));
@@ -401,6 +413,14 @@ pub async fn worker_main() {
         u8::from(breaker.is_degraded()),
         breaker.phase(),
     );
+}
+
+/// A fraction in [0, 1) drawn from `seed` (a splitmix64 step).
+fn spread(seed: u64) -> f64 {
+    let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    (z ^ (z >> 31)) as f64 / (u64::MAX as f64 + 1.0)
 }
 
 /// Polls the breaker's stored phase code (`HGET key phase`) until it is `phase`, and
