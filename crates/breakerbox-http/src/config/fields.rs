@@ -71,6 +71,11 @@ fn duration_for<'de, D: Deserializer<'de>>(key: &str, d: D) -> Result<Option<Dur
     })
 }
 
+/// A duration written so that it reads back the same.
+fn exact_duration(d: Duration) -> String {
+    format!("{:#}", HumanDuration(d))
+}
+
 macro_rules! keyed {
     ($name:ident, $key:literal, $ty:ty, $parse:ident, $show:expr) => {
         pub(crate) mod $name {
@@ -119,14 +124,14 @@ keyed!(
     "slow_threshold",
     Duration,
     duration_for,
-    HumanDuration
+    exact_duration
 );
 keyed!(
     probe_slow_threshold,
     "probe_slow_threshold",
     Duration,
     duration_for,
-    HumanDuration
+    exact_duration
 );
 
 /// `status` as a map from selector to verdict; errors name the entry: `status."6xx": ...`.
