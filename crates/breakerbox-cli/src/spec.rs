@@ -36,16 +36,11 @@ use serde::{Deserialize, Serialize};
 
 /// Validates a `[breaker]` table into a core [`Config`], with errors prefixed by `path`
 /// (`breaker`, or where the table is embedded, e.g. `upstreams.api.breaker`):
-/// `upstreams.api.breaker.window: invalid value count:0 (expected ...)`.
+/// `upstreams.api.breaker.window: invalid value count:0 for `window`: expected ...`.
 pub fn breaker_config_at(breaker: &ConfigFile, path: &str) -> anyhow::Result<Config> {
-    breaker.to_config().map_err(|e| {
-        anyhow::anyhow!(
-            "{path}.{}: invalid value {} (expected {})",
-            e.field(),
-            e.value(),
-            e.expected()
-        )
-    })
+    breaker
+        .to_config()
+        .map_err(|e| anyhow::anyhow!("{path}.{}: {e}", e.field()))
 }
 
 /// A dependency as configured in files: its breaker and how its HTTP outcomes are judged.

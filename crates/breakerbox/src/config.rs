@@ -38,6 +38,9 @@ pub struct RateRule {
 /// Everything that decides a breaker's behaviour. Build one with [`Config::builder`]; the
 /// fields are public for reading and for engines that implement the model.
 ///
+/// With the `serde` feature, a `Config` also reads from a config file (validated, errors
+/// naming the key) and writes to one; the keys are listed on `config::ConfigFile`.
+///
 /// ```
 /// use breakerbox::Config;
 /// use std::time::Duration;
