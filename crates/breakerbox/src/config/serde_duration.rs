@@ -11,7 +11,7 @@
 //! use serde::{Deserialize, Deserializer, Serialize};
 //! use std::time::Duration;
 //!
-//! #[derive(Serialize, Deserialize)]
+//! #[derive(Debug, Serialize, Deserialize)]
 //! struct Pool {
 //!     #[serde(serialize_with = "serde_duration::serialize", deserialize_with = "idle")]
 //!     idle: Duration,
