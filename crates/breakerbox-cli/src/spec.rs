@@ -21,154 +21,26 @@
 //! slow_threshold = "800ms"
 //! ```
 //!
-//! Every key is optional; the defaults are the core's (`breakerbox::config::builder`).
-//! Durations are written `800ms`, `1.5s`, `2m`, `1m30s`. A window is `count:N` (the last
-//! N calls) or `time:DURATION` (10 buckets) or `time:DURATION/BUCKETS`. Unknown keys are
-//! refused; every error names its key.
-
-mod fields;
-mod window;
+//! The `[breaker]` table is the core's [`ConfigFile`] (`breakerbox` feature `serde`): every
+//! key is optional, the defaults are the core's. Durations are written `800ms`, `1.5s`,
+//! `2m`, `1m30s`. A window is `count:N` (the last N calls) or `time:DURATION` (10 buckets)
+//! or `time:DURATION/BUCKETS`. Unknown keys are refused; every error names its key.
 
 use std::path::Path;
-use std::time::Duration;
 
 use anyhow::Context as _;
-use breakerbox::config::WindowKind;
-use breakerbox::{Config, ConfigError};
+use breakerbox::config::ConfigFile;
+use breakerbox::Config;
 use breakerbox_http::{HttpJudge, HttpJudgeConfig};
 use serde::{Deserialize, Serialize};
 
-pub use window::WindowSpec;
-
-/// One breaker's settings as written in a file. See the [module docs](self) for the keys.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BreakerSpec {
-    /// Trip after this many consecutive failures in closed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub consecutive_failures: Option<u32>,
-    /// Trip when the failure rate over the window reaches this (in (0, 1]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub failure_rate: Option<f64>,
-    /// Trip when the slow-call rate over the window reaches this (in (0, 1]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub slow_call_rate: Option<f64>,
-    /// A call slower than this (strictly) is slow.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        with = "fields::slow_call_threshold"
-    )]
-    pub slow_call_threshold: Option<Duration>,
-    /// The window rates are computed over: `count:N`, `time:10s` or `time:10s/20`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub window: Option<WindowSpec>,
-    /// No rate is judged before the window holds this many calls.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub min_calls: Option<u32>,
-    /// How long the first trip keeps the breaker open.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        with = "fields::recovery_timeout"
-    )]
-    pub recovery_timeout: Option<Duration>,
-    /// Each consecutive trip multiplies the open duration by this (>= 1).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backoff_multiplier: Option<f64>,
-    /// The open duration never exceeds this; required with `backoff_multiplier`.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        with = "fields::max_open_duration"
-    )]
-    pub max_open_duration: Option<Duration>,
-    /// Shorten each open duration by a random fraction of up to this (in [0, 1)).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub jitter: Option<f64>,
-    /// At most this many probes in flight in half-open.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_probes: Option<u32>,
-    /// Close after this many consecutive probe successes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub required_successes: Option<u32>,
-    /// A half-open phase not confirmed within this re-opens.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        with = "fields::half_open_timeout"
-    )]
-    pub half_open_timeout: Option<Duration>,
-}
-
-impl BreakerSpec {
-    /// Validates the spec into a core [`Config`]; errors read `breaker.KEY: ...`.
-    pub fn to_config(&self) -> anyhow::Result<Config> {
-        self.to_config_at("breaker")
-    }
-
-    /// Like [`BreakerSpec::to_config`], with errors prefixed by `path` (for a spec embedded
-    /// elsewhere, e.g. `upstreams.api.breaker`).
-    pub fn to_config_at(&self, path: &str) -> anyhow::Result<Config> {
-        let mut b = Config::builder();
-        if let Some(n) = self.consecutive_failures {
-            b = b.consecutive_failures(n);
-        }
-        if let Some(r) = self.failure_rate {
-            b = b.failure_rate(r);
-        }
-        if let Some(r) = self.slow_call_rate {
-            b = b.slow_call_rate(r);
-        }
-        if let Some(t) = self.slow_call_threshold {
-            b = b.slow_call_threshold(t);
-        }
-        match self.window.map(|w| w.0) {
-            Some(WindowKind::Count { size }) => b = b.count_window(size),
-            Some(WindowKind::Time { duration, buckets }) => b = b.time_window(duration, buckets),
-            None => {}
-        }
-        if let Some(n) = self.min_calls {
-            b = b.min_calls(n);
-        }
-        if let Some(t) = self.recovery_timeout {
-            b = b.recovery_timeout(t);
-        }
-        match (self.backoff_multiplier, self.max_open_duration) {
-            (Some(m), Some(max)) => b = b.backoff(m, max),
-            (None, Some(max)) => b = b.backoff(1.0, max),
-            (Some(m), None) => {
-                if m != 1.0 {
-                    anyhow::bail!(
-                        "{path}.max_open_duration: required when backoff_multiplier is set (it is {m})"
-                    );
-                }
-            }
-            (None, None) => {}
-        }
-        if let Some(j) = self.jitter {
-            b = b.jitter(j);
-        }
-        if let Some(n) = self.max_probes {
-            b = b.max_probes(n);
-        }
-        if let Some(n) = self.required_successes {
-            b = b.required_successes(n);
-        }
-        if let Some(t) = self.half_open_timeout {
-            b = b.half_open_timeout(t);
-        }
-        b.build().map_err(|e| config_error(path, &e))
-    }
-}
-
-/// Names the file key behind a core config error: `breaker.window: invalid value ...`.
-fn config_error(path: &str, error: &ConfigError) -> anyhow::Error {
-    let key = match error.field() {
-        "window_size" | "window_buckets" | "window_duration" => "window",
-        other => other,
-    };
-    anyhow::anyhow!("{path}.{key}: {error}")
+/// Validates a `[breaker]` table into a core [`Config`], with errors prefixed by `path`
+/// (`breaker`, or where the table is embedded, e.g. `upstreams.api.breaker`):
+/// `upstreams.api.breaker.window: invalid value count:0 for `window`: expected ...`.
+pub fn breaker_config_at(breaker: &ConfigFile, path: &str) -> anyhow::Result<Config> {
+    breaker
+        .to_config()
+        .map_err(|e| anyhow::anyhow!("{path}.{}: {e}", e.field()))
 }
 
 /// A dependency as configured in files: its breaker and how its HTTP outcomes are judged.
@@ -185,7 +57,7 @@ fn config_error(path: &str, error: &ConfigError) -> anyhow::Error {
 pub struct DependencySpec {
     /// The breaker (`[breaker]`); every key optional.
     #[serde(default)]
-    pub breaker: BreakerSpec,
+    pub breaker: ConfigFile,
     /// The HTTP judge (`[judge]`); the judge's defaults when absent.
     #[serde(default)]
     pub judge: HttpJudgeConfig,
@@ -206,7 +78,7 @@ impl DependencySpec {
 
     /// The validated breaker config (errors read `breaker.KEY: ...`).
     pub fn config(&self) -> anyhow::Result<Config> {
-        self.breaker.to_config()
+        breaker_config_at(&self.breaker, "breaker")
     }
 
     /// The validated judge (errors read `judge.KEY: ...`).

@@ -58,7 +58,6 @@
 
 mod business;
 mod config;
-mod duration;
 mod error;
 mod exchange;
 mod judge;
@@ -66,8 +65,10 @@ mod judgement;
 mod status;
 mod transport;
 
+/// Durations as written in config files; the core's one implementation
+/// ([`breakerbox::config::parse_duration`]), re-exported.
+pub use breakerbox::config::{parse_duration, HumanDuration};
 pub use config::{BusinessConfig, HttpJudgeConfig};
-pub use duration::{parse_duration, HumanDuration};
 pub use error::HttpJudgeError;
 pub use exchange::{AfterHead, Exchange};
 pub use judge::{HttpJudge, HttpJudgeBuilder, DEFAULT_BODY_CAP};

@@ -179,7 +179,7 @@ const BAD_TOML: &[(&str, &str)] = &[
     ),
     (
         "slow_threshold = 800",
-        "slow_threshold: invalid duration \"800\"",
+        "slow_threshold: invalid duration 800",
     ),
     (
         "probe_slow_threshold = \"1y\"",

@@ -51,6 +51,7 @@
 //! | feature | default | what it adds                              |
 //! |---------|---------|-------------------------------------------|
 //! | `tls`   | no      | `rediss://` URLs (redis-rs with rustls)   |
+//! | `serde` | no      | `RedisOptions`: the breaker's options as a config file table (durations as text, unknown keys refused, errors naming the key), applied with `RedisBreakerBuilder::options`; serde for `breakerbox::Config` (`breakerbox/serde`) |
 
 mod batch;
 mod breaker;
@@ -71,6 +72,8 @@ pub use events::{Stats, StatsSnapshot};
 #[cfg(feature = "metrics")]
 pub use metrics::describe_metrics;
 pub use node::RedisNode;
+#[cfg(feature = "serde")]
+pub use options::RedisOptions;
 pub use options::{Backoff, Fallback, LocalView, Mode};
 pub use scripts::ScriptKind;
 pub use store::{

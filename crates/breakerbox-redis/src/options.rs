@@ -2,6 +2,28 @@
 
 use std::time::Duration;
 
+#[cfg(feature = "serde")]
+use breakerbox::config::serde_duration;
+#[cfg(feature = "serde")]
+use serde::{Deserialize, Serialize};
+
+/// Functions reading the duration of each named key (for `deserialize_with`), their errors
+/// naming the key.
+#[cfg(feature = "serde")]
+macro_rules! duration_keys {
+    ($($name:ident => $key:literal),* $(,)?) => {$(
+        fn $name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+            serde_duration::deserialize($key, d)
+        }
+    )*};
+}
+
+#[cfg(feature = "serde")]
+mod file;
+
+#[cfg(feature = "serde")]
+pub use file::RedisOptions;
+
 /// What decides calls while Redis is unreachable.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -46,9 +68,21 @@ impl Default for Mode {
 /// });
 /// # let _ = mode;
 /// ```
+///
+/// With the `serde` feature, it is the `[local_view]` table of [`RedisOptions`]: every key
+/// optional, durations as text (`flush_interval = "200ms"`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields, default))]
 pub struct LocalView {
     /// Successes are sent at least this often (default 1 s).
+    #[cfg_attr(
+        feature = "serde",
+        serde(
+            serialize_with = "serde_duration::serialize",
+            deserialize_with = "flush_interval"
+        )
+    )]
     pub flush_interval: Duration,
     /// A failure (or a slow call) is sent within this (default 0: at once). Any failure
     /// may be the one that trips the shared breaker, and every millisecond it waits lets
@@ -57,11 +91,25 @@ pub struct LocalView {
     /// flight. The trade-off: with a steady error rate a node sends up to one script call
     /// per failure (bounded by one round trip at a time); raise this to trade a longer
     /// overshoot for fewer calls.
+    #[cfg_attr(
+        feature = "serde",
+        serde(
+            serialize_with = "serde_duration::serialize",
+            deserialize_with = "failure_flush_interval"
+        )
+    )]
     pub failure_flush_interval: Duration,
     /// A batch is sent as soon as this many outcomes wait (default 2,000).
     pub batch_size: usize,
     /// The view is re-read from Redis when no script reply has been accepted for this
     /// long (default 1 s); a message on the breaker's channel triggers a re-read at once.
+    #[cfg_attr(
+        feature = "serde",
+        serde(
+            serialize_with = "serde_duration::serialize",
+            deserialize_with = "refresh_interval"
+        )
+    )]
     pub refresh_interval: Duration,
 }
 
@@ -78,13 +126,35 @@ impl Default for LocalView {
 
 /// Reconnection backoff while Redis is away: the first retry after `min`, doubling up to
 /// `max`.
+///
+/// With the `serde` feature, it is the `[backoff]` table of [`RedisOptions`]: `min` and
+/// `max`, optional, as text (`min = "50ms"`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields, default))]
 pub struct Backoff {
     /// First delay.
+    #[cfg_attr(
+        feature = "serde",
+        serde(serialize_with = "serde_duration::serialize", deserialize_with = "min")
+    )]
     pub min: Duration,
     /// Largest delay.
+    #[cfg_attr(
+        feature = "serde",
+        serde(serialize_with = "serde_duration::serialize", deserialize_with = "max")
+    )]
     pub max: Duration,
 }
+
+#[cfg(feature = "serde")]
+duration_keys!(
+    flush_interval => "local_view.flush_interval",
+    failure_flush_interval => "local_view.failure_flush_interval",
+    refresh_interval => "local_view.refresh_interval",
+    min => "backoff.min",
+    max => "backoff.max",
+);
 
 impl Default for Backoff {
     fn default() -> Self {

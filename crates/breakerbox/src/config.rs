@@ -5,40 +5,21 @@ use std::time::Duration;
 use crate::{ConfigError, Nanos};
 
 mod builder;
+mod duration;
+#[cfg(feature = "serde")]
+mod file;
 mod rate;
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+pub mod serde_duration;
+mod window;
 
 pub use builder::{defaults, ConfigBuilder, MAX_COUNT_WINDOW, MAX_PROBES};
+pub use duration::{parse_duration, HumanDuration};
+#[cfg(feature = "serde")]
+pub use file::ConfigFile;
 pub use rate::Rate;
-
-/// Which calls a rate rule looks at.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub enum WindowKind {
-    /// The last `size` non-ignored calls.
-    Count {
-        /// How many calls the window holds.
-        size: u32,
-    },
-    /// The calls of the last `duration`, in `buckets` buckets of `duration / buckets`
-    /// aligned to the clock's zero.
-    Time {
-        /// The window's length.
-        duration: Duration,
-        /// How many buckets it is cut into.
-        buckets: u32,
-    },
-}
-
-impl WindowKind {
-    /// The width of one bucket of a time window, in nanoseconds.
-    pub fn bucket_width(&self) -> Option<Nanos> {
-        match *self {
-            WindowKind::Count { .. } => None,
-            WindowKind::Time { duration, buckets } => Some(Nanos(
-                Nanos::from_duration(duration).as_u64() / u64::from(buckets.max(1)),
-            )),
-        }
-    }
-}
+pub use window::{WindowKind, DEFAULT_TIME_BUCKETS};
 
 /// Trip when the failure rate or slow-call rate over a window reaches a threshold.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -56,6 +37,9 @@ pub struct RateRule {
 
 /// Everything that decides a breaker's behaviour. Build one with [`Config::builder`]; the
 /// fields are public for reading and for engines that implement the model.
+///
+/// With the `serde` feature, a `Config` also reads from a config file (validated, errors
+/// naming the key) and writes to one; the keys are listed on `config::ConfigFile`.
 ///
 /// ```
 /// use breakerbox::Config;

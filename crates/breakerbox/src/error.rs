@@ -174,7 +174,10 @@ impl ConfigError {
         }
     }
 
-    /// The offending field's name, as the builder method (and config file key) spells it.
+    /// The offending key, as written in a config file: `failure_rate`, `window`,
+    /// `max_open_duration`, ... Most keys are also the name of the builder method that
+    /// sets them; the exceptions are `window` (set by `count_window` or `time_window`)
+    /// and `backoff_multiplier` and `max_open_duration` (both set by `backoff`).
     pub fn field(&self) -> &'static str {
         self.field
     }

@@ -52,6 +52,28 @@
 //! |-----------|---------|----------------------------------------------------------|
 //! | `tracing` | no      | every event (transition, rejection, stale result) is emitted through `tracing` |
 //! | `tokio`   | no      | [`TokioClock`]: reads tokio's time, so a breaker follows `tokio::time::pause` and `advance` in tests (tokio's `time` feature only) |
+//! | `serde`   | no      | `Deserialize` and `Serialize` for [`Config`], with the keys of a config file (`config::ConfigFile`): durations as `"30s"`, windows as `"count:100"` or `"time:10s/20"`; a deserialized `Config` is validated and an error names its key |
+//!
+//! ## Config files
+//!
+//! With the `serde` feature, a breaker's table in a TOML, YAML or JSON file reads into a
+//! validated [`Config`] (the keys are listed on `config::ConfigFile`); the same keys
+//! serve the `breakerbox` command and its proxy.
+//!
+//! ```
+//! # #[cfg(feature = "serde")] {
+//! use breakerbox::Config;
+//! let config: Config = toml::from_str(r#"
+//!     failure_rate = 0.5
+//!     window = "time:10s/20"
+//!     recovery_timeout = "10s"
+//! "#).unwrap();
+//! assert_eq!(config.recovery_timeout.as_secs(), 10);
+//!
+//! let err = toml::from_str::<Config>("recovery_timeout = 10").unwrap_err();
+//! assert!(err.message().starts_with("recovery_timeout: invalid duration 10"));
+//! # }
+//! ```
 //!
 //! The crate has no I/O and no async runtime; adapters (HTTP judging, tower, reqwest,
 //! Redis) live in their own crates.

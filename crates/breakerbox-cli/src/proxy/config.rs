@@ -5,12 +5,13 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use breakerbox::config::ConfigFile;
 use breakerbox::Config;
 use breakerbox_http::{HttpJudge, HttpJudgeConfig};
 use serde::Deserialize;
 use toml::{Table, Value};
 
-use crate::spec::{BreakerSpec, DependencySpec};
+use crate::spec::{breaker_config_at, DependencySpec};
 
 mod fields;
 
@@ -424,7 +425,7 @@ fn upstream(
 
     let mut spec = DependencySpec::default();
     if let Some(value) = table.get("breaker") {
-        match BreakerSpec::deserialize(value.clone()) {
+        match ConfigFile::deserialize(value.clone()) {
             Ok(b) => spec.breaker = b,
             Err(e) => errors.push(&join(path, "breaker"), e.message().trim()),
         }
@@ -435,7 +436,7 @@ fn upstream(
             Err(e) => errors.push(&join(path, "judge"), e.message().trim()),
         }
     }
-    let breaker = match spec.breaker.to_config_at(&join(path, "breaker")) {
+    let breaker = match breaker_config_at(&spec.breaker, &join(path, "breaker")) {
         Ok(c) => Some(c),
         Err(e) => {
             errors.0.push(format!("{e:#}"));

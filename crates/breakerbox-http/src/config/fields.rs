@@ -9,7 +9,9 @@ use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::ser::{SerializeMap, Serializer};
 use serde::Deserialize;
 
-use crate::{parse_duration, HumanDuration, StatusSelector};
+use breakerbox::config::serde_duration;
+
+use crate::{HumanDuration, StatusSelector};
 
 /// A scalar read as text: YAML keys like `429:` are numbers, TOML keys are strings, and
 /// business codes may be either in a config file.
@@ -62,13 +64,18 @@ fn verdict_for<'de, D: Deserializer<'de>>(key: &str, d: D) -> Result<Option<Verd
         .map_err(|m| de::Error::custom(format!("{key}: {m}")))
 }
 
-fn duration_for<'de, D: Deserializer<'de>>(key: &str, d: D) -> Result<Option<Duration>, D::Error> {
-    let text = StringOrNumber::deserialize(d)?.0;
-    parse_duration(&text).map(Some).ok_or_else(|| {
-        de::Error::custom(format!(
-            "{key}: invalid duration \"{text}\" (expected e.g. 800ms, 1.5s, 2m)"
-        ))
-    })
+/// A duration key, read as every breakerbox config file reads one: text with a unit,
+/// a bare number refused.
+fn duration_for<'de, D: Deserializer<'de>>(
+    key: &'static str,
+    d: D,
+) -> Result<Option<Duration>, D::Error> {
+    serde_duration::deserialize(key, d).map(Some)
+}
+
+/// A duration written so that it reads back the same.
+fn exact_duration(d: Duration) -> String {
+    format!("{:#}", HumanDuration(d))
 }
 
 macro_rules! keyed {
@@ -119,14 +126,14 @@ keyed!(
     "slow_threshold",
     Duration,
     duration_for,
-    HumanDuration
+    exact_duration
 );
 keyed!(
     probe_slow_threshold,
     "probe_slow_threshold",
     Duration,
     duration_for,
-    HumanDuration
+    exact_duration
 );
 
 /// `status` as a map from selector to verdict; errors name the entry: `status."6xx": ...`.

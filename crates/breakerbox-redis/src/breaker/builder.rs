@@ -177,6 +177,18 @@ impl<C: Clock + Clone> RedisBreakerBuilder<C> {
         self
     }
 
+    /// Every option of a config file table at once: the store's (prefix, ttl, timeout,
+    /// probe lease), the mode, the fallback and the backoff (feature `serde`).
+    #[cfg(feature = "serde")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+    pub fn options(mut self, options: crate::RedisOptions) -> Self {
+        self.store = options.store;
+        self.mode = options.mode;
+        self.fallback = options.fallback;
+        self.backoff = options.backoff;
+        self
+    }
+
     /// Adds a listener for transitions, rejections, stale results, outages and repairs
     /// (the core's [`Listener`] and [`EventKind`]s, as for every engine).
     pub fn listener(mut self, listener: impl Listener) -> Self {

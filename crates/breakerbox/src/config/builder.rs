@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::{Config, Rate, RateRule, WindowKind};
+use super::{Config, HumanDuration, Rate, RateRule, WindowKind};
 use crate::ConfigError;
 
 /// The largest `max_probes` or `required_successes` (4095): the in-memory engine counts
@@ -16,7 +16,7 @@ pub const MAX_COUNT_WINDOW: u32 = crate::breaker::layout::WINDOW_COUNT_MASK as u
 /// What a [`ConfigError`] says is accepted for `max_probes` and `required_successes`.
 const PROBES_RANGE: &str = "1..=4095";
 /// What a [`ConfigError`] says is accepted for a count window's size.
-const COUNT_WINDOW_RANGE: &str = "1..=65535";
+const COUNT_WINDOW_RANGE: &str = "count:N with N in 1..=65535";
 // The messages above spell the limits out; they must follow the limits.
 const _: () = assert!(MAX_PROBES == 4095 && MAX_COUNT_WINDOW == 65_535);
 
@@ -155,7 +155,7 @@ impl ConfigBuilder {
             if let Some(window) = self.window {
                 return Err(ConfigError::new(
                     "window",
-                    describe_window(&window),
+                    window,
                     "a failure_rate or slow_call_rate to go with the window",
                 ));
             }
@@ -214,13 +214,6 @@ impl ConfigBuilder {
     }
 }
 
-fn describe_window(window: &WindowKind) -> String {
-    match window {
-        WindowKind::Count { size } => format!("count({size})"),
-        WindowKind::Time { duration, buckets } => format!("time({duration:?}, {buckets})"),
-    }
-}
-
 /// Checks every field of a config, whether built or written by hand.
 pub(crate) fn validate(c: &Config) -> Result<(), ConfigError> {
     if c.consecutive_failures.is_none() && c.rate.is_none() {
@@ -260,7 +253,7 @@ pub(crate) fn validate(c: &Config) -> Result<(), ConfigError> {
     if c.max_open_duration < c.recovery_timeout {
         return Err(ConfigError::new(
             "max_open_duration",
-            format!("{:?}", c.max_open_duration),
+            format!("{:#}", HumanDuration(c.max_open_duration)),
             "at least the recovery_timeout",
         ));
     }
@@ -305,25 +298,29 @@ fn validate_rate_rule(rule: &RateRule, c: &Config) -> Result<(), ConfigError> {
     match rule.window {
         WindowKind::Count { size } => {
             if size == 0 || size > MAX_COUNT_WINDOW {
-                return Err(ConfigError::new("window_size", size, COUNT_WINDOW_RANGE));
+                return Err(ConfigError::new("window", rule.window, COUNT_WINDOW_RANGE));
             }
             if rule.min_calls > size {
                 return Err(ConfigError::new(
                     "min_calls",
                     rule.min_calls,
-                    "at most the window_size",
+                    "at most the window's size",
                 ));
             }
         }
         WindowKind::Time { duration, buckets } => {
             if buckets == 0 || buckets > 3600 {
-                return Err(ConfigError::new("window_buckets", buckets, "1..=3600"));
+                return Err(ConfigError::new(
+                    "window",
+                    rule.window,
+                    "time:DURATION/BUCKETS with BUCKETS in 1..=3600",
+                ));
             }
             if duration.is_zero() || duration.as_nanos() < u128::from(buckets) {
                 return Err(ConfigError::new(
-                    "window_duration",
-                    format!("{duration:?}"),
-                    "a duration of at least one nanosecond per bucket",
+                    "window",
+                    rule.window,
+                    "a time window of at least one nanosecond per bucket",
                 ));
             }
         }

@@ -21,11 +21,11 @@ fn config_errors_name_field_and_value() {
         (b().failure_rate(0.0), "failure_rate", "0"),
         (b().failure_rate(f64::NAN), "failure_rate", "NaN"),
         (b().slow_call_rate(-0.5), "slow_call_rate", "-0.5"),
-        (b().failure_rate(0.5).count_window(0), "window_size", "0"),
+        (b().failure_rate(0.5).count_window(0), "window", "count:0"),
         (
             b().failure_rate(0.5).count_window(70_000),
-            "window_size",
-            "70000",
+            "window",
+            "count:70000",
         ),
         (b().max_probes(0), "max_probes", "0"),
         (b().max_probes(5_000), "max_probes", "5000"),
@@ -69,15 +69,15 @@ fn config_errors_name_field_and_value() {
         (
             b().failure_rate(0.5)
                 .time_window(Duration::from_secs(10), 0),
-            "window_buckets",
-            "0",
+            "window",
+            "time:10s/0",
         ),
         (
             b().failure_rate(0.5).time_window(Duration::ZERO, 10),
-            "window_duration",
-            "0ns",
+            "window",
+            "time:0ns/10",
         ),
-        (b().count_window(10), "window", "count(10)"),
+        (b().count_window(10), "window", "count:10"),
         (b().min_calls(5), "min_calls", "5"),
     ];
     for (builder, field, value) in cases {

@@ -1,4 +1,7 @@
 //! Durations as people write them in config files: `800ms`, `1.5s`, `2m`, `1m30s`.
+//!
+//! The one implementation in the workspace: `breakerbox-http` and the `breakerbox`
+//! command re-use it.
 
 use std::fmt;
 use std::time::Duration;
@@ -6,11 +9,12 @@ use std::time::Duration;
 /// Parses a duration such as `800ms`, `1.5s`, `2m`, `1h`, `250us`, `10ns` or `1m30s`.
 ///
 /// Units: `ns`, `us` (or `µs`), `ms`, `s`, `m`, `h`. Every number needs a unit; decimals are
-/// allowed; spaces between parts are allowed. Returns `None` for anything else (including
-/// an empty string and values too large for a [`Duration`]).
+/// allowed; spaces between parts are allowed. Digits past the nanosecond are dropped.
+/// Returns `None` for anything else (including an empty string and values too large for
+/// a [`Duration`]).
 ///
 /// ```
-/// use breakerbox_http::parse_duration;
+/// use breakerbox::config::parse_duration;
 /// use std::time::Duration;
 ///
 /// assert_eq!(parse_duration("800ms"), Some(Duration::from_millis(800)));
@@ -46,9 +50,13 @@ pub fn parse_duration(text: &str) -> Option<Duration> {
         total = total.checked_add(scaled(number, scale)?)?;
         rest = after.trim_start();
     }
-    let total = u64::try_from(total).ok()?;
-    Some(Duration::from_nanos(total))
+    let secs = u64::try_from(total / NANOS_PER_SEC).ok()?;
+    // The remainder is below one second's nanoseconds, so it fits.
+    let nanos = (total % NANOS_PER_SEC) as u32;
+    Some(Duration::new(secs, nanos))
 }
+
+const NANOS_PER_SEC: u128 = 1_000_000_000;
 
 /// `number` (digits with an optional decimal part) times `scale` nanoseconds, truncated.
 fn scaled(number: &str, scale: u128) -> Option<u128> {
@@ -80,15 +88,23 @@ fn scaled(number: &str, scale: u128) -> Option<u128> {
 }
 
 /// Displays a duration the way [`parse_duration`] reads it, short: `1.2s`, `800ms`, `1.5ms`,
-/// `250us`, `10ns`.
+/// `250us`, `10ns`, with at most three decimals.
+///
+/// The alternate form (`{:#}`) is exact, with as many decimals as the duration needs, so
+/// [`parse_duration`] reads back the same duration: config files are written with it.
 ///
 /// ```
-/// use breakerbox_http::HumanDuration;
+/// use breakerbox::config::{parse_duration, HumanDuration};
 /// use std::time::Duration;
 ///
 /// assert_eq!(HumanDuration(Duration::from_millis(1200)).to_string(), "1.2s");
 /// assert_eq!(HumanDuration(Duration::from_millis(800)).to_string(), "800ms");
 /// assert_eq!(HumanDuration(Duration::from_secs(2)).to_string(), "2s");
+///
+/// let odd = Duration::new(1, 234_567_891);
+/// assert_eq!(HumanDuration(odd).to_string(), "1.234s");
+/// assert_eq!(format!("{:#}", HumanDuration(odd)), "1.234567891s");
+/// assert_eq!(parse_duration(&format!("{:#}", HumanDuration(odd))), Some(odd));
 /// ```
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct HumanDuration(pub Duration);
@@ -106,12 +122,18 @@ impl fmt::Display for HumanDuration {
             (1, "ns")
         };
         let whole = nanos / scale;
-        // Three decimals at most, trailing zeros trimmed.
-        let fraction = (nanos % scale) * 1000 / scale;
+        // Three decimals at most (every decimal the unit has when exact), trailing zeros
+        // trimmed.
+        let places = if f.alternate() {
+            scale.ilog10() as usize
+        } else {
+            3.min(scale.ilog10() as usize)
+        };
+        let fraction = (nanos % scale) * 10u128.pow(places as u32) / scale;
         if fraction == 0 {
             write!(f, "{whole}{unit}")
         } else {
-            let digits = format!("{fraction:03}");
+            let digits = format!("{fraction:0places$}");
             write!(f, "{whole}.{}{unit}", digits.trim_end_matches('0'))
         }
     }
