@@ -10,41 +10,17 @@
 #[path = "support/redis_server.rs"]
 mod redis_server;
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::process::{Command, Stdio};
+#[path = "../../breakerbox/tests/support/prometheus.rs"]
+mod prometheus;
+
 use std::time::{Duration, Instant};
 
 use breakerbox::metrics::MetricsListener;
 use breakerbox::{Config, Phase};
 use breakerbox_redis::{Backoff, RedisBreaker};
 use metrics_exporter_prometheus::PrometheusBuilder;
+use prometheus::{assert_promtool_accepts, free_port, scrape, value};
 use redis_server::RedisServer;
-
-fn scrape(port: u16) -> String {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) {
-            let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-            let _ = stream.write_all(
-                b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
-            );
-            let mut response = String::new();
-            if stream.read_to_string(&mut response).is_ok() && response.starts_with("HTTP/1.1 200")
-            {
-                return response.split_once("\r\n\r\n").unwrap().1.to_string();
-            }
-        }
-        assert!(Instant::now() < deadline, "the exporter never answered");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn value(text: &str, sample: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|line| line.strip_prefix(sample)?.strip_prefix(' '))
-        .and_then(|v| v.trim().parse().ok())
-}
 
 async fn wait_for_sample(port: u16, sample: &str, wanted: impl Fn(f64) -> bool) -> String {
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -63,11 +39,7 @@ async fn wait_for_sample(port: u16, sample: &str, wanted: impl Fn(f64) -> bool) 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn phases_outcomes_round_trips_and_an_outage_show_in_a_real_scrape() {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     PrometheusBuilder::new()
         .with_http_listener(([127, 0, 0, 1], port))
         .install()
@@ -155,24 +127,5 @@ async fn phases_outcomes_round_trips_and_an_outage_show_in_a_real_scrape() {
     })
     .await;
 
-    let mut promtool = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool (Debian package prometheus; scripts/test.sh installs it)");
-    promtool
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = promtool.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "promtool: {}{}\n{text}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_promtool_accepts(&text);
 }

@@ -6,54 +6,19 @@
 // A test reads a real HTTP endpoint with a deadline.
 #![allow(clippy::disallowed_methods)]
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+#[path = "support/prometheus.rs"]
+mod prometheus;
+
+use std::time::Duration;
 
 use breakerbox::metrics::MetricsListener;
 use breakerbox::{CircuitBreaker, Config, ManualClock, Phase};
 use metrics_exporter_prometheus::PrometheusBuilder;
+use prometheus::{assert_promtool_accepts, free_port, scrape};
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// `GET /metrics` from the exporter's own HTTP listener.
-fn scrape(port: u16) -> String {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) {
-            stream
-                .set_read_timeout(Some(Duration::from_secs(5)))
-                .unwrap();
-            stream
-                .write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-                .unwrap();
-            let mut response = String::new();
-            if stream.read_to_string(&mut response).is_ok() && response.starts_with("HTTP/1.1 200")
-            {
-                let body = response.split_once("\r\n\r\n").unwrap().1;
-                return body.to_string();
-            }
-        }
-        assert!(Instant::now() < deadline, "the exporter never answered");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// The value of the sample `name{labels}` (labels in the exporter's order).
+/// The value of the sample `name{labels}`, which must be there.
 fn value(text: &str, sample: &str) -> f64 {
-    text.lines()
-        .find_map(|line| line.strip_prefix(sample)?.strip_prefix(' '))
-        .unwrap_or_else(|| panic!("no sample {sample} in:\n{text}"))
-        .trim()
-        .parse()
-        .unwrap()
+    prometheus::value(text, sample).unwrap_or_else(|| panic!("no sample {sample} in:\n{text}"))
 }
 
 #[test]
@@ -154,24 +119,5 @@ fn a_trip_and_a_recovery_show_in_a_real_prometheus_scrape() {
     assert!(text.contains("# HELP breakerbox_calls_total"), "{text}");
 
     // The exposition is valid Prometheus text.
-    let mut promtool = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool (Debian package prometheus; scripts/test.sh installs it)");
-    promtool
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = promtool.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "promtool: {}{}\n{text}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_promtool_accepts(&text);
 }
