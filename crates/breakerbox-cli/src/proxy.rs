@@ -98,16 +98,7 @@ async fn serve(config: ProxyConfig) -> anyhow::Result<()> {
     for u in config.upstreams {
         let shared = config.redis.is_some();
         let breaker = match &config.redis {
-            Some(redis) => {
-                guard::shared(
-                    &redis.url,
-                    redis.prefix.as_deref(),
-                    &u.name,
-                    u.breaker.clone(),
-                    recorder.clone(),
-                )
-                .await
-            }
+            Some(redis) => guard::shared(redis, &u.name, u.breaker.clone(), recorder.clone()).await,
             None => guard::local(&u.name, u.breaker.clone(), recorder.clone()),
         }
         .with_context(|| format!("breaker {}", u.name))?;

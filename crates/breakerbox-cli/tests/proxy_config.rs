@@ -146,6 +146,22 @@ fn ambiguous_or_meaningless_configs_are_errors_naming_the_key() {
             "redis_prefix: set without `redis`",
         ),
         (
+            format!("{}[redis_options]\ntimeout = \"1s\"\n", with_url("http://127.0.0.1:1")),
+            "redis_options: set without `redis`",
+        ),
+        (
+            format!("redis = \"redis://127.0.0.1:1\"\n{}[redis_options]\ntimeout = 100\n", with_url("http://127.0.0.1:1")),
+            "redis_options.timeout: invalid duration 100",
+        ),
+        (
+            format!("redis = \"redis://127.0.0.1:1\"\n{}[redis_options]\nflush = \"1s\"\n", with_url("http://127.0.0.1:1")),
+            "unknown field `flush`",
+        ),
+        (
+            format!("redis = \"redis://127.0.0.1:1\"\nredis_prefix = \"a:\"\n{}[redis_options]\nprefix = \"b:\"\n", with_url("http://127.0.0.1:1")),
+            "redis_options.prefix: set as well as `redis_prefix`",
+        ),
+        (
             format!("{}[limits]\nmax_header_bytes = 1073741824\n[[upstream]]\nname = \"a\"\nroute = \"/\"\nurl = \"http://127.0.0.1:1\"\n", listeners()),
             "limits.max_header_bytes: invalid value 1073741824: expected at most 1048576",
         ),

@@ -193,3 +193,25 @@ fn a_retry_after_from_the_upstream_holds_the_shared_breaker_open_that_long() {
         "stored open until {until}, now {now}"
     );
 }
+
+#[test]
+fn redis_options_from_the_config_file_reach_the_shared_breaker() {
+    // Strict mode: every forwarded request asks Redis (acquire) and reports to it
+    // (record), where the default local view sends neither for a closed breaker.
+    let redis = RedisServer::start();
+    let upstream = Upstream::start();
+    let config = format!(
+        "{}[redis_options]\nmode = \"strict\"\ntimeout = \"500ms\"\n",
+        shared_config(&redis, &upstream)
+    );
+    let proxy = ProxyProcess::start(&temp_dir("redis-options"), &config);
+    let before = redis.command_calls("evalsha");
+    for _ in 0..20 {
+        assert_eq!(get(proxy.addr, "/x").status, 200);
+    }
+    let used = redis.command_calls("evalsha") - before;
+    assert!(
+        used >= 40,
+        "{used} script calls for 20 requests in strict mode"
+    );
+}

@@ -87,6 +87,9 @@ pub struct RedisConfig {
     pub url: String,
     /// The key prefix (the library's default when absent).
     pub prefix: Option<String>,
+    /// `[redis_options]`: the shared breakers' options (timeouts, mode, fallback, ...;
+    /// the library's defaults when absent).
+    pub options: Option<breakerbox_redis::RedisOptions>,
 }
 
 /// `[[upstream]]`.
@@ -117,6 +120,7 @@ const TOP_KEYS: &[&str] = &[
     "workers",
     "redis",
     "redis_prefix",
+    "redis_options",
     "admin",
     "limits",
     "upstream",
@@ -253,6 +257,7 @@ pub fn parse(text: &str) -> Result<ProxyConfig, Vec<String>> {
             Some(RedisConfig {
                 url: url.to_string(),
                 prefix: string(&root, "redis_prefix", "", &mut errors).map(str::to_string),
+                options: redis_options(&root, &mut errors),
             })
         } else {
             errors.push(
@@ -269,6 +274,22 @@ pub fn parse(text: &str) -> Result<ProxyConfig, Vec<String>> {
         errors.push(
             "redis_prefix",
             "set without `redis` (the prefix names keys in Redis)",
+        );
+    }
+    if root.contains_key("redis_options") && !root.contains_key("redis") {
+        errors.push(
+            "redis_options",
+            "set without `redis` (the options are those of shared breakers)",
+        );
+    }
+    let prefix_twice = root
+        .get("redis_options")
+        .and_then(Value::as_table)
+        .is_some_and(|t| t.contains_key("prefix"));
+    if prefix_twice && root.contains_key("redis_prefix") {
+        errors.push(
+            "redis_options.prefix",
+            "set as well as `redis_prefix`: give the prefix in one place",
         );
     }
 
@@ -550,5 +571,28 @@ fn check_authority(authority: &str) -> Result<(), String> {
             Ok(n) if (1..=65535).contains(&n) => Ok(()),
             _ => Err(format!("port {p} is out of range (1-65535)")),
         },
+    }
+}
+
+/// `[redis_options]`, read by the Redis engine's own file format (errors name
+/// `redis_options.KEY`).
+fn redis_options(root: &Table, errors: &mut Errors) -> Option<breakerbox_redis::RedisOptions> {
+    let value = root.get("redis_options")?;
+    if !value.is_table() {
+        errors.push("redis_options", "expected a table ([redis_options])");
+        return None;
+    }
+    match value.clone().try_into::<breakerbox_redis::RedisOptions>() {
+        Ok(options) => Some(options),
+        Err(e) => {
+            let message = e.message().to_string();
+            match message.split_once(": ") {
+                Some((key, rest)) if !key.contains(' ') => {
+                    errors.push(&format!("redis_options.{key}"), rest)
+                }
+                _ => errors.push("redis_options", message),
+            }
+            None
+        }
     }
 }

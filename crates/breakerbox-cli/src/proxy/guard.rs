@@ -9,6 +9,7 @@ use breakerbox::contract::{Breaker, DynBreaker};
 use breakerbox::{CircuitBreaker, Snapshot};
 use breakerbox_redis::RedisBreaker;
 
+use super::config::RedisConfig;
 use super::metrics::Recorder;
 
 /// How long an admin read or action may wait on Redis.
@@ -30,16 +31,18 @@ pub fn local(
 
 /// A Redis breaker reporting to `recorder`.
 pub async fn shared(
-    url: &str,
-    prefix: Option<&str>,
+    redis: &RedisConfig,
     name: &str,
     config: breakerbox::Config,
     recorder: Arc<Recorder>,
 ) -> anyhow::Result<DynBreaker> {
-    let mut builder = RedisBreaker::builder(url, name)
+    let mut builder = RedisBreaker::builder(&redis.url, name)
         .config(config)
         .shared_listener(recorder);
-    if let Some(prefix) = prefix {
+    if let Some(options) = &redis.options {
+        builder = builder.options(options.clone());
+    }
+    if let Some(prefix) = &redis.prefix {
         builder = builder.prefix(prefix);
     }
     Ok(DynBreaker::new(builder.build().await?))
