@@ -8,6 +8,7 @@ mod capacity;
 mod config;
 mod download;
 mod exchange;
+mod exposition;
 mod forward;
 mod guard;
 mod metrics;

@@ -4,6 +4,8 @@
 
 #[path = "support/proxy_harness.rs"]
 mod harness;
+#[path = "../../breakerbox/tests/support/prometheus.rs"]
+mod prometheus;
 
 use std::process::Command;
 use std::thread;
@@ -361,6 +363,8 @@ fn status_and_metrics_report_every_breaker() {
             metrics.body
         );
     }
+    // Written by the exporter, and valid for Prometheus.
+    prometheus::assert_promtool_accepts(&metrics.body);
 }
 
 #[test]

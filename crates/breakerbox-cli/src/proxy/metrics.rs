@@ -1,7 +1,6 @@
-//! Counters per upstream, recent transitions, and the Prometheus text written by hand.
+//! Counters per upstream and recent transitions (the status page and `/metrics` read them).
 
 use std::collections::{BTreeMap, VecDeque};
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
@@ -9,6 +8,7 @@ use breakerbox::model::Transition;
 use breakerbox::{Clock, Event, EventKind, Listener, MonotonicClock, Nanos, Phase, Verdict};
 use breakerbox_http::Judgement;
 
+use super::exposition::Exposition;
 use super::upload::ClientFault;
 
 /// How many transitions the dashboard remembers.
@@ -42,7 +42,7 @@ pub enum UpstreamError {
 }
 
 impl UpstreamError {
-    const ALL: [UpstreamError; 5] = [
+    pub(super) const ALL: [UpstreamError; 5] = [
         UpstreamError::Connect,
         UpstreamError::Timeout,
         UpstreamError::Other,
@@ -50,7 +50,7 @@ impl UpstreamError {
         UpstreamError::BodyTimeout,
     ];
 
-    fn as_str(self) -> &'static str {
+    pub(super) fn as_str(self) -> &'static str {
         match self {
             UpstreamError::Connect => "connect",
             UpstreamError::Timeout => "timeout",
@@ -62,7 +62,7 @@ impl UpstreamError {
 }
 
 /// Client faults, in the order of their counters.
-const CLIENT_FAULTS: [ClientFault; 4] = [
+pub(super) const CLIENT_FAULTS: [ClientFault; 4] = [
     ClientFault::Stalled,
     ClientFault::Gone,
     ClientFault::Malformed,
@@ -78,7 +78,7 @@ fn client_fault_index(fault: ClientFault) -> usize {
     }
 }
 
-const VERDICTS: [Verdict; 3] = [Verdict::Success, Verdict::Failure, Verdict::Ignore];
+pub(super) const VERDICTS: [Verdict; 3] = [Verdict::Success, Verdict::Failure, Verdict::Ignore];
 
 fn verdict_index(v: Verdict) -> usize {
     match v {
@@ -141,6 +141,24 @@ impl Stats {
         self.stale.load(Ordering::Relaxed)
     }
 
+    /// Requests that got no response, of `kind`, so far.
+    pub fn upstream_errors(&self, kind: UpstreamError) -> u64 {
+        self.upstream_errors[kind as usize].load(Ordering::Relaxed)
+    }
+
+    /// Requests spoiled by their client with `fault`, so far.
+    pub fn client_errors(&self, fault: ClientFault) -> u64 {
+        self.client_errors[client_fault_index(fault)].load(Ordering::Relaxed)
+    }
+
+    /// Phase changes so far, by (from, to).
+    pub fn transitions(&self) -> Vec<((&'static str, &'static str), u64)> {
+        self.transitions
+            .lock()
+            .map(|map| map.iter().map(|(k, n)| (*k, *n)).collect())
+            .unwrap_or_default()
+    }
+
     fn transition(&self, t: &Transition) {
         if let Ok(mut map) = self.transitions.lock() {
             *map.entry((t.from.as_str(), t.to.as_str())).or_insert(0) += 1;
@@ -165,6 +183,7 @@ pub struct Recorder {
     started: Nanos,
     stats: BTreeMap<String, Stats>,
     recent: Mutex<VecDeque<Recorded>>,
+    exposition: Exposition,
 }
 
 impl Recorder {
@@ -179,6 +198,7 @@ impl Recorder {
                 .map(|n| (n.to_string(), Stats::default()))
                 .collect(),
             recent: Mutex::new(VecDeque::new()),
+            exposition: Exposition::new(),
         }
     }
 
@@ -239,112 +259,8 @@ impl Listener for Recorder {
     }
 }
 
-/// The Prometheus text exposition of every breaker: `(name, phase as seen here)`.
+/// The Prometheus text exposition of every breaker: `(name, phase as seen here)`,
+/// written by the recorder's exporter (see [`super::exposition`]).
 pub fn render(recorder: &Recorder, breakers: &[(&str, Phase)]) -> String {
-    let mut out = String::with_capacity(2048);
-    let _ = writeln!(
-        out,
-        "# HELP breakerbox_state 1 for the phase each breaker is in, 0 for the others.\n# TYPE breakerbox_state gauge"
-    );
-    for (name, phase) in breakers {
-        for p in Phase::ALL {
-            let v = u8::from(p == *phase);
-            let _ = writeln!(
-                out,
-                "breakerbox_state{{breaker=\"{name}\",phase=\"{}\"}} {v}",
-                p.as_str()
-            );
-        }
-    }
-    let _ = writeln!(
-        out,
-        "# HELP breakerbox_calls_total Forwarded calls by the judge's verdict.\n# TYPE breakerbox_calls_total counter"
-    );
-    for (name, _) in breakers {
-        if let Some(s) = recorder.stats(name) {
-            for v in VERDICTS {
-                let _ = writeln!(
-                    out,
-                    "breakerbox_calls_total{{breaker=\"{name}\",verdict=\"{}\"}} {}",
-                    v.as_str(),
-                    s.calls(v)
-                );
-            }
-        }
-    }
-    let _ = writeln!(
-        out,
-        "# HELP breakerbox_rejections_total Requests answered 503 without contacting the upstream.\n# TYPE breakerbox_rejections_total counter"
-    );
-    for (name, _) in breakers {
-        if let Some(s) = recorder.stats(name) {
-            let _ = writeln!(
-                out,
-                "breakerbox_rejections_total{{breaker=\"{name}\"}} {}",
-                s.rejections()
-            );
-        }
-    }
-    let _ = writeln!(
-        out,
-        "# HELP breakerbox_transitions_total Phase changes seen by this process.\n# TYPE breakerbox_transitions_total counter"
-    );
-    for (name, _) in breakers {
-        if let Some(s) = recorder.stats(name) {
-            if let Ok(map) = s.transitions.lock() {
-                for ((from, to), n) in map.iter() {
-                    let _ = writeln!(
-                        out,
-                        "breakerbox_transitions_total{{breaker=\"{name}\",from=\"{from}\",to=\"{to}\"}} {n}"
-                    );
-                }
-            }
-        }
-    }
-    let _ = writeln!(
-        out,
-        "# HELP breakerbox_stale_results_total Results dropped because their permit was from an older generation.\n# TYPE breakerbox_stale_results_total counter"
-    );
-    for (name, _) in breakers {
-        if let Some(s) = recorder.stats(name) {
-            let _ = writeln!(
-                out,
-                "breakerbox_stale_results_total{{breaker=\"{name}\"}} {}",
-                s.stale()
-            );
-        }
-    }
-    let _ = writeln!(
-        out,
-        "# HELP breakerbox_upstream_errors_total Requests that got no response from the upstream, by kind.\n# TYPE breakerbox_upstream_errors_total counter"
-    );
-    for (name, _) in breakers {
-        if let Some(s) = recorder.stats(name) {
-            for kind in UpstreamError::ALL {
-                let _ = writeln!(
-                    out,
-                    "breakerbox_upstream_errors_total{{breaker=\"{name}\",kind=\"{}\"}} {}",
-                    kind.as_str(),
-                    s.upstream_errors[kind as usize].load(Ordering::Relaxed)
-                );
-            }
-        }
-    }
-    let _ = writeln!(
-        out,
-        "# HELP breakerbox_client_errors_total Requests their client spoiled (stalled, gone, malformed or oversized body), not judged.\n# TYPE breakerbox_client_errors_total counter"
-    );
-    for (name, _) in breakers {
-        if let Some(s) = recorder.stats(name) {
-            for fault in CLIENT_FAULTS {
-                let _ = writeln!(
-                    out,
-                    "breakerbox_client_errors_total{{breaker=\"{name}\",kind=\"{}\"}} {}",
-                    fault.as_str(),
-                    s.client_errors[client_fault_index(fault)].load(Ordering::Relaxed)
-                );
-            }
-        }
-    }
-    out
+    recorder.exposition.render(recorder, breakers)
 }

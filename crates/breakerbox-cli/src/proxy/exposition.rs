@@ -1,0 +1,113 @@
+//! `/metrics`: the proxy's counters through the `metrics` facade, written by
+//! `metrics-exporter-prometheus` (a recorder of the proxy's own, not the process-wide one,
+//! so it holds exactly what the proxy counts). Names and labels are the proxy's since its
+//! first release; the library's metrics (`breakerbox::metrics`) use the same names.
+
+use metrics::{counter, describe_counter, describe_gauge, gauge};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
+
+use breakerbox::Phase;
+
+use super::metrics::{Recorder, UpstreamError, CLIENT_FAULTS, VERDICTS};
+
+/// The proxy's own recorder and the handle that renders it.
+pub struct Exposition {
+    recorder: PrometheusRecorder,
+    handle: PrometheusHandle,
+}
+
+impl Exposition {
+    /// An empty exposition.
+    pub fn new() -> Exposition {
+        let recorder = PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        Exposition { recorder, handle }
+    }
+
+    /// The text exposition of every breaker `(name, phase as seen here)`: the counters are
+    /// brought up to the recorder's values, then the exporter writes them.
+    pub fn render(&self, recorder: &Recorder, breakers: &[(&str, Phase)]) -> String {
+        metrics::with_local_recorder(&self.recorder, || {
+            describe();
+            for (name, phase) in breakers {
+                let breaker = name.to_string();
+                for p in Phase::ALL {
+                    gauge!("breakerbox_state", "breaker" => breaker.clone(), "phase" => p.as_str())
+                        .set(f64::from(u8::from(p == *phase)));
+                }
+                let Some(s) = recorder.stats(name) else {
+                    continue;
+                };
+                for v in VERDICTS {
+                    counter!(
+                        "breakerbox_calls_total",
+                        "breaker" => breaker.clone(),
+                        "verdict" => v.as_str()
+                    )
+                    .absolute(s.calls(v));
+                }
+                counter!("breakerbox_rejections_total", "breaker" => breaker.clone())
+                    .absolute(s.rejections());
+                for ((from, to), n) in s.transitions() {
+                    counter!(
+                        "breakerbox_transitions_total",
+                        "breaker" => breaker.clone(),
+                        "from" => from,
+                        "to" => to
+                    )
+                    .absolute(n);
+                }
+                counter!("breakerbox_stale_results_total", "breaker" => breaker.clone())
+                    .absolute(s.stale());
+                for kind in UpstreamError::ALL {
+                    counter!(
+                        "breakerbox_upstream_errors_total",
+                        "breaker" => breaker.clone(),
+                        "kind" => kind.as_str()
+                    )
+                    .absolute(s.upstream_errors(kind));
+                }
+                for fault in CLIENT_FAULTS {
+                    counter!(
+                        "breakerbox_client_errors_total",
+                        "breaker" => breaker.clone(),
+                        "kind" => fault.as_str()
+                    )
+                    .absolute(s.client_errors(fault));
+                }
+            }
+        });
+        self.handle.render()
+    }
+}
+
+fn describe() {
+    describe_gauge!(
+        "breakerbox_state",
+        "1 for the phase each breaker is in, 0 for the others."
+    );
+    describe_counter!(
+        "breakerbox_calls_total",
+        "Forwarded calls by the judge's verdict."
+    );
+    describe_counter!(
+        "breakerbox_rejections_total",
+        "Requests answered 503 without contacting the upstream."
+    );
+    describe_counter!(
+        "breakerbox_transitions_total",
+        "Phase changes seen by this process."
+    );
+    describe_counter!(
+        "breakerbox_stale_results_total",
+        "Results dropped because their permit was from an older generation."
+    );
+    describe_counter!(
+        "breakerbox_upstream_errors_total",
+        "Requests that got no response from the upstream, by kind."
+    );
+    describe_counter!(
+        "breakerbox_client_errors_total",
+        "Requests their client spoiled (stalled, gone, malformed or oversized body), not judged."
+    );
+}
