@@ -1,8 +1,11 @@
 //! Reading a real Prometheus exporter in tests: scrape its HTTP endpoint, read a sample,
 //! check the exposition with `promtool` (Debian package `prometheus`; `scripts/test.sh`
-//! installs it). Shared by the core's and the Redis engine's metrics tests.
+//! installs it). Shared by the metrics tests of the core, the Redis engine and the proxy.
 
 #![allow(dead_code)]
+#![allow(clippy::unwrap_used)] // tests unwrap
+// A test reads a real HTTP endpoint with a deadline.
+#![allow(clippy::disallowed_methods)]
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
