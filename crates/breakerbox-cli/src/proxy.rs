@@ -157,20 +157,16 @@ async fn serve(config: ProxyConfig) -> anyhow::Result<()> {
                 runtime.block_on(async move {
                     let listener = TcpListener::from_std(socket)?;
                     let worker = Arc::new(Worker::new(proxy));
-                    Ok(
-                            server::serve(
-                                listener,
-                                worker,
-                                |w: Arc<Worker>, request, peer| async move {
-                                    w.handle(request, peer).await
-                                },
-                                limits.max_header_bytes,
-                                stop,
-                                limits.shutdown_grace,
-                                Some(connection_limit),
-                            )
-                            .await,
-                        )
+                    Ok(server::serve(
+                        listener,
+                        worker,
+                        |w: Arc<Worker>, request, peer| w.handle(request, peer),
+                        limits.max_header_bytes,
+                        stop,
+                        limits.shutdown_grace,
+                        Some(connection_limit),
+                    )
+                    .await)
                 })
             })
             .context("cannot start a worker thread")?;
