@@ -3,6 +3,7 @@
 //! shutdown. `--check` validates a config file.
 
 mod admin;
+mod balance;
 mod body;
 mod capacity;
 mod config;
@@ -144,7 +145,8 @@ async fn serve(config: ProxyConfig) -> anyhow::Result<()> {
     let connection_limit = Arc::new(tokio::sync::Semaphore::new(max_connections));
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut threads = Vec::with_capacity(workers);
-    for (i, socket) in sockets.into_iter().enumerate() {
+    let balances = balance::Balance::workers(sockets.len());
+    for (i, (socket, balance)) in sockets.into_iter().zip(balances).enumerate() {
         let proxy = proxy.clone();
         let stop = stop_rx.clone();
         let connection_limit = connection_limit.clone();
@@ -165,6 +167,7 @@ async fn serve(config: ProxyConfig) -> anyhow::Result<()> {
                         stop,
                         limits.shutdown_grace,
                         Some(connection_limit),
+                        Some(balance),
                     )
                     .await)
                 })
@@ -197,6 +200,7 @@ async fn serve(config: ProxyConfig) -> anyhow::Result<()> {
         16 * 1024,
         stop_rx,
         limits.shutdown_grace,
+        None,
         None,
     ));
 
