@@ -102,7 +102,8 @@ where
     let mut http = hyper::server::conn::http1::Builder::new();
     // Heads and body chunks are copied into one buffer and sent with plain writes, not
     // gathered by vectored writes: for the small answers a proxy mostly relays, the copy
-    // costs less than `writev` (about 9 % more throughput in the proxy benchmark).
+    // costs less than `writev` (about 5 % less CPU per proxied request, measured on
+    // loopback with wrk).
     http.timer(TokioTimer::new())
         .writev(false)
         .keep_alive(true)
