@@ -3,6 +3,7 @@
 //! shutdown. `--check` validates a config file.
 
 mod admin;
+mod balance;
 mod body;
 mod capacity;
 mod config;
@@ -136,7 +137,8 @@ async fn serve(config: ProxyConfig) -> anyhow::Result<()> {
     let connection_limit = Arc::new(tokio::sync::Semaphore::new(max_connections));
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut threads = Vec::with_capacity(workers);
-    for (i, socket) in sockets.into_iter().enumerate() {
+    let balances = balance::Balance::workers(sockets.len());
+    for (i, (socket, balance)) in sockets.into_iter().zip(balances).enumerate() {
         let proxy = proxy.clone();
         let stop = stop_rx.clone();
         let connection_limit = connection_limit.clone();
@@ -149,20 +151,17 @@ async fn serve(config: ProxyConfig) -> anyhow::Result<()> {
                 runtime.block_on(async move {
                     let listener = TcpListener::from_std(socket)?;
                     let worker = Arc::new(Worker::new(proxy));
-                    Ok(
-                            server::serve(
-                                listener,
-                                worker,
-                                |w: Arc<Worker>, request, peer| async move {
-                                    w.handle(request, peer).await
-                                },
-                                limits.max_header_bytes,
-                                stop,
-                                limits.shutdown_grace,
-                                Some(connection_limit),
-                            )
-                            .await,
-                        )
+                    Ok(server::serve(
+                        listener,
+                        worker,
+                        |w: Arc<Worker>, request, peer| w.handle(request, peer),
+                        limits.max_header_bytes,
+                        stop,
+                        limits.shutdown_grace,
+                        Some(connection_limit),
+                        Some(balance),
+                    )
+                    .await)
                 })
             })
             .context("cannot start a worker thread")?;
@@ -193,6 +192,7 @@ async fn serve(config: ProxyConfig) -> anyhow::Result<()> {
         16 * 1024,
         stop_rx,
         limits.shutdown_grace,
+        None,
         None,
     ));
 

@@ -58,84 +58,25 @@ impl Worker {
         Worker { proxy, pool }
     }
 
-    /// Handles one request from `peer`.
+    /// Handles one request from `peer`; `Hangup` closes the connection unanswered. The
+    /// worker is the calling thread's: a response body holds it (not the proxy, whose
+    /// reference count every thread would touch). One future for the whole request (no
+    /// wrapper around another): hyper's service moves it as it starts.
     pub async fn handle(
-        self: &Arc<Self>,
+        self: Arc<Self>,
         request: Request<Incoming>,
         peer: SocketAddr,
     ) -> Result<Response<ProxyBody>, Hangup> {
-        self.proxy.handle(self, request, peer).await
-    }
-}
-
-/// Headers that concern one connection only, never forwarded (`Connection` first). A
-/// static, not a const: a const array of names is built and dropped at every use.
-static HOP_BY_HOP: [HeaderName; 8] = [
-    header::CONNECTION,
-    HeaderName::from_static("keep-alive"),
-    header::PROXY_AUTHENTICATE,
-    header::PROXY_AUTHORIZATION,
-    header::TE,
-    header::TRAILER,
-    header::TRANSFER_ENCODING,
-    header::UPGRADE,
-];
-
-static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
-
-impl Proxy {
-    /// A proxy over `upstreams`.
-    pub fn new(upstreams: Vec<Upstream>, recorder: Arc<Recorder>, limits: Limits) -> Proxy {
-        Proxy {
-            upstreams,
-            recorder,
-            limits,
-        }
-    }
-
-    /// The upstream for a request: its `Host` and path against each upstream's `host` and
-    /// `route`; a host match beats none, then the longest route prefix wins.
-    fn route(&self, host: Option<&str>, path: &str) -> Option<(usize, &Upstream)> {
-        let mut best: Option<(usize, (bool, usize))> = None;
-        for (i, u) in self.upstreams.iter().enumerate() {
-            if let Some(want) = &u.config.host {
-                if !host.is_some_and(|h| h.eq_ignore_ascii_case(want)) {
-                    continue;
-                }
-            }
-            let len = match &u.config.route {
-                Some(prefix) if path.starts_with(prefix.as_str()) => prefix.len(),
-                Some(prefix) if prefix.ends_with('/') && path == &prefix[..prefix.len() - 1] => {
-                    prefix.len() - 1
-                }
-                Some(_) => continue,
-                None => 0,
-            };
-            let score = (u.config.host.is_some(), len);
-            if best.as_ref().is_none_or(|(_, s)| score > *s) {
-                best = Some((i, score));
-            }
-        }
-        best.map(|(i, _)| (i, &self.upstreams[i]))
-    }
-
-    /// Handles one request from `peer`; `Hangup` closes the connection unanswered.
-    /// `worker` is the calling thread's: a response body holds it (not the proxy, whose
-    /// reference count every thread would touch).
-    pub async fn handle(
-        &self,
-        worker: &Arc<Worker>,
-        request: Request<Incoming>,
-        peer: SocketAddr,
-    ) -> Result<Response<ProxyBody>, Hangup> {
-        if header_bytes(&request) > self.limits.max_header_bytes {
+        let worker = &self;
+        let proxy: &Proxy = &self.proxy;
+        if header_bytes(&request) > proxy.limits.max_header_bytes {
             return Ok(reply::error(
                 StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
                 "headers_too_large",
                 None,
                 Some(&format!(
                     "request line and headers exceed {} bytes",
-                    self.limits.max_header_bytes
+                    proxy.limits.max_header_bytes
                 )),
             ));
         }
@@ -159,7 +100,7 @@ impl Proxy {
             Ok(path) => path,
             Err(why) => return Ok(reply::bad_request(why)),
         };
-        let Some((slot, upstream)) = self.route(host, &path) else {
+        let Some((slot, upstream)) = proxy.route(host, &path) else {
             return Ok(reply::error(
                 StatusCode::NOT_FOUND,
                 "no_route",
@@ -177,10 +118,10 @@ impl Proxy {
         };
         let absolute = request.uri().authority().cloned();
         let name = upstream.config.name.as_str();
-        let stats = self.recorder.stats(name);
+        let stats = proxy.recorder.stats(name);
 
         let (mut parts, incoming) = request.into_parts();
-        let (body, upload) = match self.request_body(incoming) {
+        let (body, upload) = match proxy.request_body(incoming) {
             Ok(body) => body,
             Err(response) => return Ok(response),
         };
@@ -218,15 +159,17 @@ impl Proxy {
         // The exchange may give a probe permit back early (its client stalls): then
         // nothing is judged.
         let mut ticket = Some(ticket);
-        let sent = exchange::send(
+        // Boxed: the exchange's state is most of a request's, and the request's own future
+        // is moved (copied) as it starts.
+        let sent = Box::pin(exchange::send(
             &worker.pool,
             slot,
             &upstream.config.authority,
             outgoing,
             upload.as_deref(),
-            self.limits.request_timeout,
+            proxy.limits.request_timeout,
             &mut ticket,
-        )
+        ))
         .await;
         let (judgement, response) = match sent {
             Err(Failed::Client(fault)) => {
@@ -235,11 +178,11 @@ impl Proxy {
                 if let Some(s) = stats {
                     s.client_fault(fault);
                 }
-                return reply::client_fault(fault, name, &self.limits);
+                return reply::client_fault(fault, name, &proxy.limits);
             }
             Err(Failed::Timeout) => {
                 let mut exchange = exchange;
-                let latency = self.limits.request_timeout;
+                let latency = proxy.limits.request_timeout;
                 let j = exchange.on_transport_error(TransportError::Timeout, latency);
                 if let Some(ticket) = ticket {
                     ticket
@@ -317,7 +260,7 @@ impl Proxy {
                     incoming,
                     head.lent,
                     head.latency,
-                    self.limits.request_timeout,
+                    proxy.limits.request_timeout,
                     outcome,
                 );
                 let body = match read_up_to {
@@ -349,6 +292,58 @@ impl Proxy {
             s.judged(judgement);
         }
         Ok(response)
+    }
+}
+
+/// Headers that concern one connection only, never forwarded (`Connection` first). A
+/// static, not a const: a const array of names is built and dropped at every use.
+static HOP_BY_HOP: [HeaderName; 8] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    header::PROXY_AUTHENTICATE,
+    header::PROXY_AUTHORIZATION,
+    header::TE,
+    header::TRAILER,
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
+];
+
+static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+
+impl Proxy {
+    /// A proxy over `upstreams`.
+    pub fn new(upstreams: Vec<Upstream>, recorder: Arc<Recorder>, limits: Limits) -> Proxy {
+        Proxy {
+            upstreams,
+            recorder,
+            limits,
+        }
+    }
+
+    /// The upstream for a request: its `Host` and path against each upstream's `host` and
+    /// `route`; a host match beats none, then the longest route prefix wins.
+    fn route(&self, host: Option<&str>, path: &str) -> Option<(usize, &Upstream)> {
+        let mut best: Option<(usize, (bool, usize))> = None;
+        for (i, u) in self.upstreams.iter().enumerate() {
+            if let Some(want) = &u.config.host {
+                if !host.is_some_and(|h| h.eq_ignore_ascii_case(want)) {
+                    continue;
+                }
+            }
+            let len = match &u.config.route {
+                Some(prefix) if path.starts_with(prefix.as_str()) => prefix.len(),
+                Some(prefix) if prefix.ends_with('/') && path == &prefix[..prefix.len() - 1] => {
+                    prefix.len() - 1
+                }
+                Some(_) => continue,
+                None => 0,
+            };
+            let score = (u.config.host.is_some(), len);
+            if best.as_ref().is_none_or(|(_, s)| score > *s) {
+                best = Some((i, score));
+            }
+        }
+        best.map(|(i, _)| (i, &self.upstreams[i]))
     }
 
     /// The request body to forward, streamed: 413 at once when its declared length is

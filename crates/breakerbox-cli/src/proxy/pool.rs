@@ -119,9 +119,10 @@ impl Pool {
         authority: &Authority,
         request: Request<ProxyBody>,
     ) -> Result<(Response<Incoming>, Lent), SendError> {
+        // A fresh connection is the rare path: boxed, so that the common one's state (moved
+        // as it starts) stays small.
         let Some(mut sender) = self.take_ready(slot).await else {
-            let sender = self.connect(authority).await?;
-            return self.send_on(slot, sender, request).await;
+            return Box::pin(self.send_fresh(slot, authority, request)).await;
         };
         let replay = replayable(&request).then(|| copy_head(&request));
         match sender.try_send_request(request).await {
@@ -134,10 +135,7 @@ impl Pool {
                         .flatten()
                 });
                 match retry {
-                    Some(request) => {
-                        let sender = self.connect(authority).await?;
-                        self.send_on(slot, sender, request).await
-                    }
+                    Some(request) => Box::pin(self.send_fresh(slot, authority, request)).await,
                     None if failed.error().is_parse() => Err(SendError::Http(failed.into_error())),
                     None => Err(SendError::Race(failed.into_error())),
                 }
@@ -164,12 +162,14 @@ impl Pool {
         }
     }
 
-    async fn send_on(
+    /// Sends `request` on a new connection.
+    async fn send_fresh(
         self: &Arc<Self>,
         slot: usize,
-        mut sender: SendRequest<ProxyBody>,
+        authority: &Authority,
         request: Request<ProxyBody>,
     ) -> Result<(Response<Incoming>, Lent), SendError> {
+        let mut sender = self.connect(authority).await?;
         match sender.send_request(request).await {
             Ok(response) => Ok((response, self.lend(slot, sender))),
             Err(e) => Err(SendError::Http(e)),
@@ -183,6 +183,8 @@ impl Pool {
             .map_err(SendError::Connect)?;
         let _ = stream.set_nodelay(true);
         let (sender, connection) = hyper::client::conn::http1::Builder::new()
+            // As for the answers to clients (see `server::serve`): one buffer, plain writes.
+            .writev(false)
             .handshake(TokioIo::new(stream))
             .await
             .map_err(SendError::Http)?;
