@@ -82,7 +82,10 @@ local C = parse_config(ARGV[4])
 -- half the threshold, at least 1; 2 without a consecutive-failure rule.
 local WARM_AT = 2
 if C.cf > 0 then WARM_AT = math.max(1, math.floor(C.cf / 2)) end
--- Set when this script's failure made the streak warm: announced like a transition.
+-- Set when this script's failure made the streak warm: announced like a transition. A
+-- streak of one is not announced (with a threshold of 2 or 3 one failure is already
+-- warm): a healthy dependency's stray failure would send every node to Redis.
+local ANNOUNCE_AT = math.max(2, WARM_AT)
 local warmed = false
 
 local function is_slow(latency)
@@ -455,7 +458,7 @@ local function streak_after(S, failed, completed, now)
   if failed then
     if S.streak == 0 or completed < S.ss then S.ss = completed end
     S.streak = S.streak + 1
-    if S.streak == WARM_AT then warmed = true end
+    if S.streak == ANNOUNCE_AT then warmed = true end
   elseif not (S.streak > 0 and completed < S.ss and S.ss <= now) then
     S.streak = 0
     S.ss = 0

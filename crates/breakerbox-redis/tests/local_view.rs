@@ -217,6 +217,43 @@ fn admits_locally(b: &RedisBreaker) -> bool {
     matches!(b.try_acquire_local(), LocalAdmission::Admitted(_))
 }
 
+/// A node that would learn of the shared streak from its own flush or refresh only after
+/// 10 s: what it learns sooner came by pub/sub.
+async fn quiet_node(server: &RedisServer, name: &str, config: Config) -> RedisBreaker {
+    RedisBreaker::builder(server.url(), name)
+        .config(config)
+        .mode(Mode::LocalView(LocalView {
+            flush_interval: Duration::from_secs(10),
+            refresh_interval: Duration::from_secs(10),
+            ..LocalView::default()
+        }))
+        .build()
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_stray_failure_is_not_announced_even_where_it_makes_the_streak_warm() {
+    let server = RedisServer::start();
+    // Warm from a streak of 1 (half of 3): the failing node asks Redis, the fleet does not.
+    let config = Config::builder().consecutive_failures(3).build().unwrap();
+    let a = node(&server, "stray", config.clone()).await;
+    let b = quiet_node(&server, "stray", config).await;
+    a.acquire().await.unwrap().success().await;
+    b.acquire().await.unwrap().success().await;
+    a.flush().await;
+    b.flush().await;
+    wait_for("node b to admit from its view", || admits_locally(&b)).await;
+    a.acquire().await.unwrap().failure().await;
+    assert_eq!(streak(&server, "bb:{stray}").as_deref(), Some("1"));
+    // A message would reach b within milliseconds; none comes.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        admits_locally(&b),
+        "node b was sent to Redis by one failure"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failure_streak_that_may_trip_soon_sends_every_node_to_redis() {
     let server = RedisServer::start();
@@ -227,17 +264,7 @@ async fn a_failure_streak_that_may_trip_soon_sends_every_node_to_redis() {
         .build()
         .unwrap();
     let a = node(&server, "warming", config.clone()).await;
-    // Node b would learn the streak from its own flush or refresh: neither comes soon.
-    let b = RedisBreaker::builder(server.url(), "warming")
-        .config(config)
-        .mode(Mode::LocalView(LocalView {
-            flush_interval: Duration::from_secs(10),
-            refresh_interval: Duration::from_secs(10),
-            ..LocalView::default()
-        }))
-        .build()
-        .await
-        .unwrap();
+    let b = quiet_node(&server, "warming", config).await;
     a.acquire().await.unwrap().success().await;
     b.acquire().await.unwrap().success().await;
     a.flush().await;
