@@ -16,7 +16,7 @@ use std::time::Duration;
 use breakerbox::model::PermitKind;
 use breakerbox::Verdict;
 
-use crate::store::BatchItem;
+use crate::store::{BatchItem, OutcomeArg};
 use crate::wire::{kind_code, micros};
 
 /// One entry of the wire batch: an item, and how many like items it stands for.
@@ -26,30 +26,38 @@ struct Entry {
     count: u64,
 }
 
+/// Whether `o` may stand in a run: a success or an ignore of a closed-phase call, with
+/// no retry hint and no lease token.
+fn mergeable(o: &OutcomeArg) -> bool {
+    matches!(o.verdict, Verdict::Success | Verdict::Ignore)
+        && o.kind == PermitKind::Normal
+        && o.retry_hint.is_none()
+        && o.token == 0
+}
+
 /// The items as runs: like neighbours merged (see the module docs). `slow_us`: the
 /// slow-call threshold in microseconds, as the scripts compare it (`None`: none).
 fn runs(items: &[BatchItem], slow_us: Option<u64>) -> Vec<Entry> {
     let slow = |latency: Duration| slow_us.is_some_and(|threshold| micros(latency) > threshold);
     let mut out: Vec<Entry> = Vec::with_capacity(items.len().min(64));
     for item in items {
-        if let (Some(last), BatchItem::Outcome(o)) = (out.last_mut(), item) {
-            if let BatchItem::Outcome(run) = &mut last.item {
-                let mergeable = |o: &crate::store::OutcomeArg| {
-                    matches!(o.verdict, Verdict::Success | Verdict::Ignore)
-                        && o.kind == PermitKind::Normal
-                        && o.retry_hint.is_none()
-                        && o.token == 0
-                };
-                if mergeable(run)
-                    && mergeable(o)
-                    && run.verdict == o.verdict
-                    && run.generation == o.generation
-                    && slow(run.latency) == slow(o.latency)
-                {
-                    run.age = run.age.min(o.age);
-                    last.count += 1;
-                    continue;
-                }
+        if let (
+            Some(Entry {
+                item: BatchItem::Outcome(run),
+                count,
+            }),
+            BatchItem::Outcome(o),
+        ) = (out.last_mut(), item)
+        {
+            if mergeable(run)
+                && mergeable(o)
+                && run.verdict == o.verdict
+                && run.generation == o.generation
+                && slow(run.latency) == slow(o.latency)
+            {
+                run.age = run.age.min(o.age);
+                *count += 1;
+                continue;
             }
         }
         out.push(Entry {
@@ -99,7 +107,6 @@ pub(crate) fn arguments(items: &[BatchItem], slow_us: Option<u64>) -> Vec<String
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::OutcomeArg;
 
     fn outcome(verdict: Verdict, latency_us: u64, age_us: u64) -> BatchItem {
         BatchItem::Outcome(OutcomeArg {

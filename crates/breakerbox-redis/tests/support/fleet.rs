@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use breakerbox::{Config, Verdict};
+use breakerbox::{Config, JitterSource, SplitMix, Verdict};
 use breakerbox_redis::{Backoff, Fallback, LocalView, Mode, RedisBreaker};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -339,7 +339,8 @@ pub async fn worker_main() {
     for caller in 0..env_u64("BB_FLEET_CALLERS", 4) {
         let breaker = breaker.clone();
         let dependency = dependency.clone();
-        let phase = pace.mul_f64(spread(u64::from(std::process::id()) * 31 + caller));
+        let phase =
+            pace.mul_f64(SplitMix::new(u64::from(std::process::id()) * 31 + caller).sample());
         tasks.push(tokio::spawn(async move {
             let mut c = [0u64; 5]; // admitted, probes, rejected, failed, fallback
             let mut blocked = Duration::ZERO;
@@ -413,14 +414,6 @@ pub async fn worker_main() {
         u8::from(breaker.is_degraded()),
         breaker.phase(),
     );
-}
-
-/// A fraction in [0, 1) drawn from `seed` (a splitmix64 step).
-fn spread(seed: u64) -> f64 {
-    let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    (z ^ (z >> 31)) as f64 / (u64::MAX as f64 + 1.0)
 }
 
 /// Polls the breaker's stored phase code (`HGET key phase`) until it is `phase`, and
