@@ -110,6 +110,28 @@ fn in_process(c: &mut Criterion) {
         "layer/closed",
         CircuitBreakerLayer::new(breaker()).layer(Echo),
     );
+    // A program-long breaker (a `static` or leaked one): the layer's permit is borrowed,
+    // so no reference count changes per call.
+    let program_long: &'static CircuitBreaker = Box::leak(Box::new(breaker()));
+    bench_in_process(
+        &mut group,
+        "layer/closed_static",
+        CircuitBreakerLayer::new(program_long).layer(Echo),
+    );
+    let slow_rule: &'static CircuitBreaker = Box::leak(Box::new(
+        CircuitBreaker::builder()
+            .consecutive_failures(5)
+            .slow_call_threshold(Duration::from_secs(1))
+            .slow_call_rate(0.5)
+            .recovery_timeout(Duration::from_secs(3600))
+            .build()
+            .expect("valid config"),
+    ));
+    bench_in_process(
+        &mut group,
+        "layer/closed_static+slow_call_rule",
+        CircuitBreakerLayer::new(slow_rule).layer(Echo),
+    );
     let timed = DefaultJudge.slower_than(Duration::from_secs(1));
     bench_in_process(
         &mut group,

@@ -1,6 +1,8 @@
 //! Side by side, in one process: breakerbox against failsafe 1.3.0 and recloser 1.4.0, in
 //! the steady state (every breaker built once, before the timed loop), for one and two
-//! threads. Prints a markdown table of nanoseconds per protected no-op call.
+//! threads, with every call succeeding and with mixed traffic (every 100th or every 10th
+//! call of each thread failing). Prints a markdown table of nanoseconds per protected no-op
+//! call.
 //!
 //! Run: `cargo bench -p breakerbox --bench compare`. Without `--bench` (as under
 //! `cargo test --benches`) it runs a short smoke pass whose numbers mean nothing.
@@ -19,6 +21,7 @@
 
 #![allow(clippy::disallowed_methods)] // a bench binary times itself with Instant
 
+use std::cell::Cell;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Barrier;
@@ -188,6 +191,163 @@ fn recloser_call(breaker: &Recloser) -> impl Fn() + Sync + '_ {
     }
 }
 
+thread_local! {
+    /// Calls left before this thread's next failing call (mixed traffic).
+    static UNTIL_FAILURE: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Whether this thread's next call fails, for mixed traffic: every `every`-th call of each
+/// thread fails, deterministically (a countdown; no division on the measured path).
+/// `every == 0` means no call fails.
+#[inline(always)]
+fn next_fails(every: u32) -> bool {
+    if every == 0 {
+        return false;
+    }
+    UNTIL_FAILURE.with(|left| match left.get() {
+        0 => {
+            left.set(every - 1);
+            true
+        }
+        n => {
+            left.set(n - 1);
+            false
+        }
+    })
+}
+
+fn ours_permit_mixed<C: breakerbox::Clock>(
+    breaker: &CircuitBreaker<C>,
+    every: u32,
+) -> impl Fn() + Sync + '_ {
+    move || match breaker.try_acquire() {
+        Ok(permit) if next_fails(every) => permit.failure(),
+        Ok(permit) => permit.success(),
+        Err(open) => {
+            black_box(open);
+        }
+    }
+}
+
+fn ours_contract_mixed<C: breakerbox::Clock + Clone>(
+    breaker: &CircuitBreaker<C>,
+    every: u32,
+) -> impl Fn() + Sync + '_ {
+    move || match Breaker::try_acquire_local(breaker) {
+        LocalAdmission::Admitted(permit) => {
+            let RecordedNow = if next_fails(every) {
+                BreakerPermit::failure(permit)
+            } else {
+                BreakerPermit::success(permit)
+            };
+        }
+        other => {
+            black_box(other);
+        }
+    }
+}
+
+fn ours_call_mixed<C: breakerbox::Clock>(
+    breaker: &CircuitBreaker<C>,
+    every: u32,
+) -> impl Fn() + Sync + '_ {
+    move || {
+        let fails = next_fails(every);
+        black_box(
+            breaker
+                .call(|| if fails { Err(()) } else { Ok(black_box(0u8)) })
+                .is_ok(),
+        );
+    }
+}
+
+fn failsafe_call_mixed<B: failsafe::CircuitBreaker + Sync>(
+    breaker: &B,
+    every: u32,
+) -> impl Fn() + Sync + '_ {
+    move || {
+        let fails = next_fails(every);
+        black_box(
+            breaker
+                .call(|| if fails { Err(()) } else { Ok(black_box(0u8)) })
+                .is_ok(),
+        );
+    }
+}
+
+fn recloser_call_mixed(breaker: &Recloser, every: u32) -> impl Fn() + Sync + '_ {
+    move || {
+        let fails = next_fails(every);
+        black_box(
+            breaker
+                .call(|| if fails { Err(()) } else { Ok(black_box(0u8)) })
+                .is_ok(),
+        );
+    }
+}
+
+/// Mixed traffic (every `every`-th call of each thread fails) against a failure rate of 0.5
+/// over a count window of 100: it never trips, but the window always holds failures.
+fn mixed_count_window(plan: Plan, threads: usize, every: u32) -> Row {
+    let breaker = ours(
+        CircuitBreaker::builder()
+            .failure_rate(0.5)
+            .count_window(100),
+    );
+    // failsafe's default policy (consecutive failures 5 with backoff), as users get it.
+    let fs = failsafe::Config::new().build();
+    let rc = Recloser::custom().error_rate(0.5).closed_len(100).build();
+    let case = match every {
+        100 => "mixed 1 % failures, failure rate 0.5 over 100 calls",
+        _ => "mixed 10 % failures, failure rate 0.5 over 100 calls",
+    };
+    let row = Row {
+        case,
+        threads,
+        ours_permit: measure(plan, threads, ours_permit_mixed(&breaker, every)),
+        ours_contract: measure(plan, threads, ours_contract_mixed(&breaker, every)),
+        ours_call: measure(plan, threads, ours_call_mixed(&breaker, every)),
+        failsafe: Some(measure(plan, threads, failsafe_call_mixed(&fs, every))),
+        recloser: Some(measure(plan, threads, recloser_call_mixed(&rc, every))),
+    };
+    assert_eq!(breaker.phase(), Phase::Closed);
+    row
+}
+
+/// Mixed traffic against a failure rate of 0.5 over 10 s in `buckets` buckets.
+fn mixed_time_window(plan: Plan, threads: usize, every: u32, buckets: u32) -> Row {
+    let breaker = ours(
+        CircuitBreaker::builder()
+            .failure_rate(0.5)
+            .time_window(Duration::from_secs(10), buckets),
+    );
+    let fs = failsafe::Config::new()
+        .failure_policy(failure_policy::success_rate_over_time_window(
+            0.5,
+            10,
+            Duration::from_secs(10),
+            backoff::constant(Duration::from_secs(30)),
+        ))
+        .build();
+    let case = match (every, buckets) {
+        (100, 10) => "mixed 1 % failures, failure rate 0.5 over 10 s (10 buckets)",
+        (100, _) => "mixed 1 % failures, failure rate 0.5 over 10 s (1,000 buckets)",
+        (_, 10) => "mixed 10 % failures, failure rate 0.5 over 10 s (10 buckets)",
+        _ => "mixed 10 % failures, failure rate 0.5 over 10 s (1,000 buckets)",
+    };
+    let row = Row {
+        case,
+        threads,
+        ours_permit: measure(plan, threads, ours_permit_mixed(&breaker, every)),
+        ours_contract: measure(plan, threads, ours_contract_mixed(&breaker, every)),
+        ours_call: measure(plan, threads, ours_call_mixed(&breaker, every)),
+        failsafe: Some(measure(plan, threads, failsafe_call_mixed(&fs, every))),
+        recloser: None,
+    };
+    assert_eq!(breaker.phase(), Phase::Closed);
+    row
+}
+
 fn ours(build: breakerbox::Builder<breakerbox::MonotonicClock>) -> CircuitBreaker {
     build.build().expect("a valid config")
 }
@@ -347,12 +507,25 @@ fn main() {
     let plan = if full { FULL } else { SMOKE };
     let started = Instant::now();
     let load_before = load_average();
+    // `BB_COMPARE_ONLY=mixed` (or `steady`) runs only the mixed-traffic (or the
+    // success-only and rejection) rows, to iterate on one path.
+    let only = std::env::var("BB_COMPARE_ONLY").unwrap_or_default();
     let mut rows = Vec::new();
     for threads in [1, 2] {
-        rows.push(closed_consecutive(plan, threads));
-        rows.push(closed_count_window(plan, threads));
-        rows.push(closed_time_window(plan, threads));
-        rows.push(open_rejection(plan, threads));
+        if only != "mixed" {
+            rows.push(closed_consecutive(plan, threads));
+            rows.push(closed_count_window(plan, threads));
+            rows.push(closed_time_window(plan, threads));
+            rows.push(open_rejection(plan, threads));
+        }
+        if only == "steady" {
+            continue;
+        }
+        for every in [100, 10] {
+            rows.push(mixed_count_window(plan, threads, every));
+            rows.push(mixed_time_window(plan, threads, every, 10));
+        }
+        rows.push(mixed_time_window(plan, threads, 100, 1000));
     }
     rows.sort_by_key(|row| row.case);
     if !full {

@@ -3,8 +3,10 @@
 mod builder;
 mod count_window;
 mod engine;
+mod lanes;
 pub(crate) mod layout;
 mod streak;
+mod thread_slot;
 mod time_window;
 mod transitions;
 mod word;
@@ -269,8 +271,8 @@ impl<C: Clock> CircuitBreaker<C> {
         let tag = epoch_tag(w.generation());
         let closed = w.phase() == Phase::Closed;
         let window = match (&engine.window, closed) {
-            (EngineWindow::Count(window), true) => window.counts(tag),
-            (EngineWindow::Time(window), true) => window.counts(tag, now),
+            (EngineWindow::Count(window), true) => window.counts(w.generation()),
+            (EngineWindow::Time(window), true) => window.counts(w.generation(), now),
             _ => Default::default(),
         };
         let (failure_rate, slow_call_rate) = Snapshot::rates(window);

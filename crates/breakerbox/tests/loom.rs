@@ -516,3 +516,77 @@ fn a_trip_racing_an_acquire_hands_out_only_permits_that_are_current_or_stale() {
         },
     );
 }
+
+// ----- (e) windows: plain successes in per-thread lanes, events under the window's lock ----
+
+#[test]
+fn a_lane_success_racing_a_failure_is_counted_exactly_once() {
+    check(
+        "a_lane_success_racing_a_failure_is_counted_exactly_once",
+        || {
+            let rig = Rig::new(|b| b.failure_rate(0.9).count_window(4).min_calls(2));
+            // Two successes reach the gate: later plain successes go to the lanes.
+            rig.acquire().success();
+            rig.acquire().success();
+            let success = rig.acquire();
+            let failure = rig.acquire();
+            let a = thread::spawn(move || success.success());
+            let b = thread::spawn(move || failure.failure());
+            a.join().unwrap();
+            b.join().unwrap();
+            let window = rig.breaker.snapshot().window;
+            assert_eq!((window.calls, window.failures), (4, 1));
+            assert_eq!(rig.breaker.phase(), Phase::Closed);
+        },
+    );
+}
+
+#[test]
+fn outcomes_racing_a_bucket_edge_are_all_counted() {
+    check("outcomes_racing_a_bucket_edge_are_all_counted", || {
+        // Buckets of 1 s; a window of 10 s holds both sides of the edge.
+        let rig = Rig::new(|b| {
+            // Two calls before judging: the failure alone never trips the breaker.
+            b.failure_rate(0.9)
+                .time_window(Duration::from_secs(10), 10)
+                .min_calls(2)
+        });
+        rig.acquire().success();
+        // Period 10 reuses the bucket of period 0: both writers find it stale and race to
+        // start it afresh.
+        rig.clock.advance(Duration::from_secs(10));
+        let success = rig.acquire();
+        let failure = rig.acquire();
+        let a = thread::spawn(move || success.success());
+        let b = thread::spawn(move || failure.failure());
+        a.join().unwrap();
+        b.join().unwrap();
+        let window = rig.breaker.snapshot().window;
+        assert_eq!(
+            (window.calls, window.failures),
+            (2, 1),
+            "an outcome was lost at the bucket edge"
+        );
+    });
+}
+
+#[test]
+fn a_lane_success_racing_a_reset_never_lands_in_the_new_phase() {
+    check(
+        "a_lane_success_racing_a_reset_never_lands_in_the_new_phase",
+        || {
+            let rig = Rig::new(|b| b.failure_rate(0.5).count_window(4).min_calls(1));
+            rig.acquire().success();
+            let late = rig.acquire();
+            let breaker = rig.breaker.clone();
+            let a = thread::spawn(move || late.success());
+            let b = thread::spawn(move || breaker.reset());
+            a.join().unwrap();
+            b.join().unwrap();
+            // Before the reset it belongs to the old phase; after it, it is stale.
+            assert_eq!(rig.breaker.snapshot().window.calls, 0);
+            rig.acquire().success();
+            assert_eq!(rig.breaker.snapshot().window.calls, 1);
+        },
+    );
+}

@@ -1,169 +1,174 @@
-//! A lock-free count window: the last `size` non-ignored outcomes in a ring.
+//! A count window: the last `size` non-ignored outcomes of one closed generation (rule 7).
 //!
-//! Each slot holds an epoch tag (the closed generation that wrote it) and an outcome code.
-//! A new closed phase re-tags every slot as empty under the breaker's lock, and writers
-//! that still hold an older tag recognise that they are stale. Counts (calls, failures,
-//! slow) live in one packed word with the tag (layouts in [`super::layout`]),
-//! adjusted by the difference between the slot's old and new outcome; a success replacing
-//! a success writes nothing but the ring head. A writer from an older phase (its tag is
-//! behind) never overwrites a newer slot and never touches newer counts.
+//! Plain successes and events are kept apart, because plain successes are most of the
+//! traffic and all alike:
+//! - An *event* (a failure or a slow call) is filed under the window's lock. It is given
+//!   its number in the phase's sequence of outcomes (every outcome filed so far, itself
+//!   included), and kept in a queue while it is among the last `size`.
+//! - A *plain success* only needs counting. Once the window holds `min_calls` calls (the
+//!   gate) no plain success can trip the breaker (it never raises a rate), so from then on
+//!   it is counted in its thread's lane ([`super::lanes`]) with a plain store: no shared
+//!   write, no lock. Before the gate, and on threads without a lane, it is filed under the
+//!   lock, where it is evaluated (rule 3: a success can bring the window to `min_calls`).
+//!
+//! Counts are exact: the number of outcomes filed, summed under the lock, is the true total
+//! at an instant within the event's own call (see [`super::lanes`]), so the counts each
+//! event sees are those of a sequential order of all outcomes consistent with real time.
+//! The queue holds only events among the last `size` outcomes: memory is
+//! O(min(size, events)), and filing an event costs O(1) amortized plus one sweep of the
+//! lanes in use.
+//!
+//! Everything is keyed by the closed phase's full generation, so outcomes of an older phase
+//! (stale permits) change nothing, however many generations pass.
 
-use super::layout::{
-    tag_is_newer, SLOT_CODE_BITS, SLOT_CODE_MASK, WINDOW_COUNT_BITS as FIELD,
-    WINDOW_COUNT_MASK as FIELD_MASK, WINDOW_TAG_SHIFT,
-};
+use std::collections::VecDeque;
+
+use super::lanes::Lanes;
 use crate::model::WindowCounts;
-use crate::sync::{AtomicU32, AtomicU64, Ordering};
-
-const CODE_COUNTED: u32 = 1;
-const CODE_FAILED: u32 = 2;
-const CODE_SLOW: u32 = 4;
+use crate::sync::{lock, AtomicBool, Mutex, Ordering};
 
 pub(crate) struct CountWindow {
     size: u64,
-    head: AtomicU64,
-    counts: AtomicU64,
-    slots: Box<[AtomicU32]>,
+    gate: u64,
+    /// Whether the current phase's window has reached the gate (cleared by `reset`).
+    ready: AtomicBool,
+    lanes: Lanes,
+    log: Mutex<Log>,
 }
 
-fn code(failed: bool, slow: bool) -> u32 {
-    CODE_COUNTED | if failed { CODE_FAILED } else { 0 } | if slow { CODE_SLOW } else { 0 }
+/// A failure or slow call among the last `size` outcomes.
+struct Event {
+    number: u64,
+    failed: bool,
+    slow: bool,
 }
 
-/// A slot holding `code` for the closed phase `tag`.
-fn slot_word(tag: u64, code: u32) -> u32 {
-    ((tag as u32) << SLOT_CODE_BITS) | (code & SLOT_CODE_MASK)
+/// The exact part of the window, under its lock.
+struct Log {
+    generation: u64,
+    /// Outcomes filed under the lock (events, and plain successes without a lane).
+    filed: u64,
+    events: VecDeque<Event>,
+    failures: u64,
+    slow: u64,
 }
 
-/// The tag of a slot.
-fn slot_tag(slot: u32) -> u64 {
-    u64::from(slot >> SLOT_CODE_BITS)
-}
-
-fn pack(tag: u64, calls: u64, failures: u64, slow: u64) -> u64 {
-    (tag << WINDOW_TAG_SHIFT)
-        | ((calls & FIELD_MASK) << (2 * FIELD))
-        | ((failures & FIELD_MASK) << FIELD)
-        | (slow & FIELD_MASK)
-}
-
-fn unpack(word: u64) -> (u64, WindowCounts) {
-    (
-        word >> WINDOW_TAG_SHIFT,
-        WindowCounts {
-            calls: (word >> (2 * FIELD)) & FIELD_MASK,
-            failures: (word >> FIELD) & FIELD_MASK,
-            slow: word & FIELD_MASK,
-        },
-    )
+impl Log {
+    fn new(generation: u64) -> Log {
+        Log {
+            generation,
+            filed: 0,
+            events: VecDeque::new(),
+            failures: 0,
+            slow: 0,
+        }
+    }
 }
 
 impl CountWindow {
-    pub(crate) fn new(size: u32, tag: u64) -> CountWindow {
+    /// A window of the last `size` outcomes for generation `generation`; plain successes
+    /// are evaluated until it holds `min_calls` calls.
+    pub(crate) fn new(size: u32, min_calls: u32, generation: u64) -> CountWindow {
+        let size = u64::from(size.max(1));
         CountWindow {
-            size: u64::from(size.max(1)),
-            head: AtomicU64::new(0),
-            counts: AtomicU64::new(pack(tag, 0, 0, 0)),
-            slots: (0..size.max(1)).map(|_| AtomicU32::new(0)).collect(),
+            size,
+            gate: u64::from(min_calls).clamp(1, size),
+            ready: AtomicBool::new(false),
+            lanes: Lanes::new(),
+            log: Mutex::new(Log::new(generation)),
         }
     }
 
-    /// Starts the window of a new closed phase (called under the breaker's lock). Every
-    /// slot is re-tagged as empty in the new phase, so no leftover slot can ever look newer
-    /// than the current tag, however many generations pass without a closed outcome; a
-    /// writer from an older phase finds only newer tags and gives up.
-    pub(crate) fn reset(&self, tag: u64) {
-        self.counts.store(pack(tag, 0, 0, 0), Ordering::Release);
-        let empty = slot_word(tag, 0);
-        for slot in self.slots.iter() {
-            slot.store(empty, Ordering::Release);
-        }
+    /// Starts the window of a new closed phase (called under the breaker's lock).
+    pub(crate) fn reset(&self, generation: u64) {
+        let mut log = lock(&self.log);
+        *log = Log::new(generation);
+        self.ready.store(false, Ordering::Release);
     }
 
-    /// What the window holds for the closed phase `tag`.
-    pub(crate) fn counts(&self, tag: u64) -> WindowCounts {
-        let (current, counts) = unpack(self.counts.load(Ordering::Acquire));
-        if current == tag && self.consistent(counts) {
-            counts
-        } else {
-            WindowCounts::default()
+    /// What the window holds for the closed phase `generation`.
+    pub(crate) fn counts(&self, generation: u64) -> WindowCounts {
+        let mut log = lock(&self.log);
+        if log.generation != generation {
+            return WindowCounts::default();
         }
+        let total = self.total(&log, generation);
+        self.slide(&mut log, total)
     }
 
-    fn consistent(&self, c: WindowCounts) -> bool {
-        c.calls <= self.size && c.failures <= c.calls && c.slow <= c.calls
-    }
-
-    /// Files one outcome for the closed phase `tag`. Returns the new counts when they
-    /// changed (so the caller re-evaluates the policy), `None` when they did not, or when
-    /// the writer belongs to an older phase.
-    #[inline]
-    pub(crate) fn record(&self, tag: u64, failed: bool, slow: bool) -> Option<WindowCounts> {
-        if !failed && !slow {
-            // A plain success into a window that is full of plain successes of this phase
-            // changes nothing: the ring is uniform, so where its head points does not
-            // matter. Skipping the head's fetch_add keeps the hot closed path free of
-            // writes to shared memory.
-            let (current, c) = unpack(self.counts.load(Ordering::Acquire));
-            if current == tag && c.calls == self.size && c.failures == 0 && c.slow == 0 {
-                return None;
+    /// Files one outcome of the closed phase `generation`. Returns the counts to evaluate,
+    /// or `None` when nothing could trip (a plain success past the gate) or when the
+    /// writer belongs to an older phase.
+    #[inline(always)]
+    pub(crate) fn record(&self, generation: u64, failed: bool, slow: bool) -> Option<WindowCounts> {
+        let plain = !failed && !slow;
+        if plain && self.ready.load(Ordering::Acquire) {
+            if let Some(lane) = self.lanes.mine() {
+                if lane.try_add(generation, 0) {
+                    return None;
+                }
             }
         }
-        let seq = self.head.fetch_add(1, Ordering::Relaxed);
-        let index = (seq % self.size) as usize;
-        let slot = self.slots.get(index)?;
-        let new = slot_word(tag, code(failed, slow));
-        let mut old = slot.load(Ordering::Acquire);
-        loop {
-            if old == new {
-                return None;
-            }
-            if tag_is_newer(slot_tag(old), tag) {
-                return None;
-            }
-            match slot.compare_exchange_weak(old, new, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => break,
-                Err(current) => old = current,
-            }
-        }
-        let old_code = if slot_tag(old) == tag {
-            old & SLOT_CODE_MASK
-        } else {
-            0
-        };
-        self.apply_delta(tag, old_code, code(failed, slow))
+        self.record_locked(generation, failed, slow)
     }
 
-    fn apply_delta(&self, tag: u64, old_code: u32, new_code: u32) -> Option<WindowCounts> {
-        let bit = |code: u32, mask: u32| u64::from(code & mask != 0);
-        let mut word = self.counts.load(Ordering::Acquire);
-        loop {
-            let (current, c) = unpack(word);
-            if current != tag {
-                return None;
+    #[inline(never)]
+    fn record_locked(&self, generation: u64, failed: bool, slow: bool) -> Option<WindowCounts> {
+        let mut log = lock(&self.log);
+        if log.generation != generation {
+            return None;
+        }
+        let plain = !failed && !slow;
+        match self.lanes.mine() {
+            Some(lane) if plain => {
+                if lane.read(generation).is_none() {
+                    // The lane held an older phase's successes: they count for nothing now.
+                    lane.rekey(generation, 0, u64::MAX);
+                }
+                lane.add();
             }
-            // Fields wrap modulo 2^FIELD so that two writers lapping each other on one slot
-            // may pass through a transient "negative" count and still end exact.
-            let next = WindowCounts {
-                calls: (c.calls + bit(new_code, CODE_COUNTED))
-                    .wrapping_sub(bit(old_code, CODE_COUNTED))
-                    & FIELD_MASK,
-                failures: (c.failures + bit(new_code, CODE_FAILED))
-                    .wrapping_sub(bit(old_code, CODE_FAILED))
-                    & FIELD_MASK,
-                slow: (c.slow + bit(new_code, CODE_SLOW)).wrapping_sub(bit(old_code, CODE_SLOW))
-                    & FIELD_MASK,
-            };
-            let packed = pack(tag, next.calls, next.failures, next.slow);
-            match self.counts.compare_exchange_weak(
-                word,
-                packed,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return self.consistent(next).then_some(next),
-                Err(current) => word = current,
+            _ => log.filed += 1,
+        }
+        let total = self.total(&log, generation);
+        if !plain {
+            log.events.push_back(Event {
+                number: total,
+                failed,
+                slow,
+            });
+            log.failures += u64::from(failed);
+            log.slow += u64::from(slow);
+        }
+        let counts = self.slide(&mut log, total);
+        if counts.calls >= self.gate {
+            self.ready.store(true, Ordering::Release);
+        }
+        Some(counts)
+    }
+
+    /// How many outcomes of `generation` have been filed (under the lock).
+    fn total(&self, log: &Log, generation: u64) -> u64 {
+        let mut total = log.filed;
+        self.lanes
+            .each(generation, |lane| total = total.wrapping_add(lane.count));
+        total
+    }
+
+    /// Drops the events no longer among the last `size` of `total` outcomes; returns the
+    /// counts.
+    fn slide(&self, log: &mut Log, total: u64) -> WindowCounts {
+        while let Some(oldest) = log.events.front() {
+            if oldest.number.saturating_add(self.size) > total {
+                break;
             }
+            log.failures -= u64::from(oldest.failed);
+            log.slow -= u64::from(oldest.slow);
+            log.events.pop_front();
+        }
+        WindowCounts {
+            calls: total.min(self.size),
+            failures: log.failures,
+            slow: log.slow,
         }
     }
 }
@@ -172,9 +177,13 @@ impl CountWindow {
 mod tests {
     use super::*;
 
+    fn triple(c: WindowCounts) -> (u64, u64, u64) {
+        (c.calls, c.failures, c.slow)
+    }
+
     #[test]
     fn slides_over_the_last_size_outcomes() {
-        let w = CountWindow::new(4, 1);
+        let w = CountWindow::new(4, 1, 1);
         for _ in 0..10 {
             w.record(1, false, false);
         }
@@ -182,30 +191,95 @@ mod tests {
         assert_eq!(w.counts(1).failures, 0);
         w.record(1, true, true);
         w.record(1, true, false);
-        let c = w.counts(1);
-        assert_eq!((c.calls, c.failures, c.slow), (4, 2, 1));
-        for _ in 0..4 {
+        assert_eq!(triple(w.counts(1)), (4, 2, 1));
+        for _ in 0..2 {
             w.record(1, false, false);
         }
-        assert_eq!(w.counts(1).failures, 0);
-        assert_eq!(w.counts(1).slow, 0);
+        assert_eq!(triple(w.counts(1)), (4, 2, 1));
+        w.record(1, false, false);
+        assert_eq!(triple(w.counts(1)), (4, 1, 0), "the slow failure slid out");
+        w.record(1, false, false);
+        assert_eq!(triple(w.counts(1)), (4, 0, 0));
     }
 
     #[test]
-    fn a_new_tag_starts_empty_and_ignores_older_writers() {
-        let w = CountWindow::new(3, 1);
+    fn a_new_generation_starts_empty_and_ignores_older_writers() {
+        let w = CountWindow::new(3, 1, 1);
         w.record(1, true, false);
         w.record(1, true, false);
         w.reset(3);
         assert_eq!(w.counts(3), WindowCounts::default());
+        assert_eq!(w.counts(1), WindowCounts::default());
         assert_eq!(w.record(1, true, false), None);
+        assert_eq!(w.record(1, false, false), None);
         assert_eq!(w.counts(3), WindowCounts::default());
-        let c = w.record(3, false, false).unwrap();
+        let c = w
+            .record(3, false, false)
+            .expect("evaluated before the gate");
         assert_eq!((c.calls, c.failures), (1, 0));
         w.record(3, true, false);
         w.record(3, true, false);
         w.record(3, false, false);
-        let c = w.counts(3);
-        assert_eq!((c.calls, c.failures), (3, 2));
+        assert_eq!(triple(w.counts(3)), (3, 2, 0));
+    }
+
+    #[test]
+    fn plain_successes_are_evaluated_until_the_gate_and_only_events_after() {
+        let w = CountWindow::new(10, 3, 0);
+        assert!(w.record(0, false, false).is_some());
+        assert!(w.record(0, false, false).is_some());
+        let c = w
+            .record(0, false, false)
+            .expect("the success that reaches the gate");
+        assert_eq!(c.calls, 3);
+        assert_eq!(w.record(0, false, false), None, "past the gate");
+        let c = w
+            .record(0, true, false)
+            .expect("an event is always evaluated");
+        assert_eq!(triple(c), (5, 1, 0));
+        let c = w
+            .record(0, false, true)
+            .expect("a slow success is an event");
+        assert_eq!(triple(c), (6, 1, 1));
+    }
+
+    #[test]
+    fn a_lane_left_from_an_older_generation_counts_nothing_in_the_new_one() {
+        let w = CountWindow::new(100, 1, 1);
+        for _ in 0..50 {
+            w.record(1, false, false);
+        }
+        w.reset(2);
+        // This thread's lane still holds 49 successes of generation 1.
+        w.record(2, true, false);
+        assert_eq!(triple(w.counts(2)), (1, 1, 0));
+        w.record(2, false, false);
+        w.record(2, false, false);
+        assert_eq!(triple(w.counts(2)), (3, 1, 0));
+    }
+
+    #[test]
+    fn concurrent_writers_lose_nothing() {
+        let w = std::sync::Arc::new(CountWindow::new(60_000, 10, 7));
+        let threads = 4;
+        let per_thread = 10_000;
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                let w = std::sync::Arc::clone(&w);
+                std::thread::spawn(move || {
+                    for i in 0..per_thread {
+                        w.record(7, i % 10 == 0, i % 25 == 0);
+                    }
+                })
+            })
+            .collect();
+        for handle in handles {
+            handle.join().expect("writer");
+        }
+        // The window is larger than everything filed: it holds every outcome.
+        let c = w.counts(7);
+        assert_eq!(c.calls, 40_000);
+        assert_eq!(c.failures, 4 * 1_000);
+        assert_eq!(c.slow, 4 * 400);
     }
 }

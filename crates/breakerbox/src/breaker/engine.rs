@@ -63,13 +63,19 @@ impl<C: Clock> Engine<C> {
         listeners: Listeners,
         jitter: Option<std::sync::Arc<dyn JitterSource>>,
     ) -> Engine<C> {
-        let window = match config.rate.map(|rule| rule.window) {
+        let window = match config.rate.map(|rule| (rule.window, rule.min_calls)) {
             None => EngineWindow::None,
-            Some(WindowKind::Count { size }) => EngineWindow::Count(CountWindow::new(size, 0)),
-            Some(kind @ WindowKind::Time { buckets, .. }) => EngineWindow::Time(TimeWindow::new(
-                kind.bucket_width().unwrap_or(Nanos(1)),
-                buckets,
-            )),
+            Some((WindowKind::Count { size }, min_calls)) => {
+                EngineWindow::Count(CountWindow::new(size, min_calls, 0))
+            }
+            Some((kind @ WindowKind::Time { buckets, .. }, min_calls)) => {
+                EngineWindow::Time(TimeWindow::new(
+                    kind.bucket_width().unwrap_or(Nanos(1)),
+                    buckets,
+                    min_calls,
+                    0,
+                ))
+            }
         };
         #[cfg(feature = "metrics")]
         crate::metrics::set_phase(&name, Phase::Closed);
@@ -314,10 +320,12 @@ impl<C: Clock> Engine<C> {
         };
         let counts = match &self.window {
             EngineWindow::None => None,
-            EngineWindow::Count(window) => window.record(tag, failed, slow),
+            EngineWindow::Count(window) => window.record(generation, failed, slow),
             // Buckets are filed by the coarse clock: edges may be a tick late, which no
             // window of whole buckets can tell, and it saves a precise clock reading.
-            EngineWindow::Time(window) => window.record(tag, failed, slow, self.clock.now_coarse()),
+            EngineWindow::Time(window) => {
+                window.record(generation, failed, slow, self.clock.now_coarse())
+            }
         };
         if failed || counts.is_some() {
             if let Some(reason) = evaluate_trip(

@@ -7,15 +7,12 @@
 //! | word                         | fields, low bits first                                    |
 //! |------------------------------|-----------------------------------------------------------|
 //! | state word (`u64`)           | phase (3), probes in flight (12), probe successes (12), generation (37) |
-//! | count-window slot (`u32`)    | outcome code (8), epoch tag (16), unused (8)              |
-//! | count-window counts (`u64`)  | slow (16), failures (16), calls (16), epoch tag (16)      |
-//! | time-window bucket key (`u64`) | bucket index (48), epoch tag (16)                       |
-//! | time-window bucket counts (`u64`) | slow (21), failures (21), calls (22)                 |
 //! | failure streak (`u64`)       | run (48), epoch tag (16)                                  |
 //!
 //! The epoch tag is the low [`TAG_BITS`] bits of a closed phase's generation: it tells a
-//! window's (or streak's) current contents from leftovers of earlier closed phases without
-//! clearing them, and tags compare modulo `2^TAG_BITS` ([`tag_is_newer`]).
+//! streak's current run from leftovers of earlier closed phases without clearing it, and
+//! tags compare modulo `2^TAG_BITS` ([`tag_is_newer`]). The windows are keyed by the full
+//! generation instead ([`super::lanes`]), so they have no packed layout.
 
 /// A mask of the low `bits` bits.
 const fn mask(bits: u32) -> u64 {
@@ -67,38 +64,6 @@ pub(crate) const PROBE_COUNT_MASK: u64 = mask(PROBE_COUNT_BITS);
 /// transitions to be mistaken for a current one).
 pub(crate) const GEN_MASK: u64 = mask(GEN_BITS);
 
-// ----- the count window ----------------------------------------------------------------
-
-/// Width of a count-window slot's outcome code.
-pub(crate) const SLOT_CODE_BITS: u32 = 8;
-/// Mask of a slot's outcome code.
-pub(crate) const SLOT_CODE_MASK: u32 = mask(SLOT_CODE_BITS) as u32;
-/// Width of each count-window counter (calls, failures, slow).
-pub(crate) const WINDOW_COUNT_BITS: u32 = 16;
-/// Mask of a count-window counter; also the largest value it holds.
-pub(crate) const WINDOW_COUNT_MASK: u64 = mask(WINDOW_COUNT_BITS);
-/// Shift of the tag in the counts word (above slow, failures, calls).
-pub(crate) const WINDOW_TAG_SHIFT: u32 = 3 * WINDOW_COUNT_BITS;
-
-// ----- the time window -----------------------------------------------------------------
-
-/// Width of a bucket key's absolute bucket index (`floor(t / width)`, modulo).
-pub(crate) const BUCKET_INDEX_BITS: u32 = 48;
-/// Mask of a bucket index.
-pub(crate) const BUCKET_INDEX_MASK: u64 = mask(BUCKET_INDEX_BITS);
-/// Width of a bucket's slow and failure counters.
-pub(crate) const BUCKET_FIELD_BITS: u32 = 21;
-/// Width of a bucket's call counter (the bits left over).
-pub(crate) const BUCKET_CALLS_BITS: u32 = 64 - 2 * BUCKET_FIELD_BITS;
-/// Shift of a bucket's failure counter.
-pub(crate) const BUCKET_FAILURES_SHIFT: u32 = BUCKET_FIELD_BITS;
-/// Shift of a bucket's call counter.
-pub(crate) const BUCKET_CALLS_SHIFT: u32 = 2 * BUCKET_FIELD_BITS;
-/// Mask of a bucket's slow or failure counter (counters saturate there).
-pub(crate) const BUCKET_FIELD_MASK: u64 = mask(BUCKET_FIELD_BITS);
-/// Mask of a bucket's call counter (it saturates there).
-pub(crate) const BUCKET_CALLS_MASK: u64 = mask(BUCKET_CALLS_BITS);
-
 // ----- the failure streak --------------------------------------------------------------
 
 /// Width of the run of consecutive failures (it saturates there).
@@ -114,25 +79,13 @@ const _: () = assert!(crate::Phase::ALL.len() as u64 <= PHASE_MASK + 1);
 // always more than the epoch tag derived from it.
 const _: () = assert!(GEN_SHIFT + GEN_BITS == 64);
 const _: () = assert!(GEN_BITS >= 32 && GEN_BITS > TAG_BITS);
-// The config limits (`MAX_PROBES`, `MAX_COUNT_WINDOW`, derived from the masks here) are the
-// largest values their fields hold, so a reservation never carries into the next field;
-// the counters convert to the config's `u32` losslessly.
+// The config limit `MAX_PROBES` (derived from the mask here) is the largest value a
+// half-open counter holds, so a reservation never carries into the next field; the
+// counters convert to the config's `u32` losslessly.
 const _: () = assert!(crate::config::MAX_PROBES as u64 == PROBE_COUNT_MASK);
 const _: () = assert!(PROBE_COUNT_MASK <= u32::MAX as u64);
 // The tag must leave room for "newer" comparisons (half the space each way).
 const _: () = assert!(TAG_BITS >= 2 && TAG_BITS <= 32);
-// Count window: a slot (code then tag) fits a u32, the counts word (three counters and the
-// tag) fits a u64, and the largest window fits a counter.
-const _: () = assert!(SLOT_CODE_BITS + TAG_BITS <= 32);
-const _: () = assert!(WINDOW_TAG_SHIFT + TAG_BITS <= 64);
-const _: () = assert!(crate::config::MAX_COUNT_WINDOW as u64 == WINDOW_COUNT_MASK);
-const _: () = assert!(WINDOW_COUNT_MASK <= u32::MAX as u64);
-// Time window: the key's tag sits above the index; the sentinel `u64::MAX` (never
-// written) stays distinct from any key a real tag and index make in practice; counters
-// fill the word exactly.
-const _: () = assert!(BUCKET_INDEX_BITS + TAG_BITS == 64);
-const _: () = assert!(BUCKET_CALLS_SHIFT + BUCKET_CALLS_BITS == 64);
-const _: () = assert!(BUCKET_CALLS_BITS >= BUCKET_FIELD_BITS);
 // Streak: run and tag fill the word; the run outlasts any `consecutive_failures` (a u32).
 const _: () = assert!(STREAK_BITS + TAG_BITS == 64 && STREAK_BITS >= 32);
 

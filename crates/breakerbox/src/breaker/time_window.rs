@@ -1,156 +1,258 @@
-//! A lock-free time window of B buckets aligned to the clock's zero (rule 7).
+//! A time window of B buckets aligned to the clock's zero (rule 7), for one closed
+//! generation.
 //!
-//! Each bucket holds a key (epoch tag and absolute bucket index) and packed counts. A
-//! writer that finds a bucket from an earlier period claims it with a compare-and-swap on
-//! the key and restarts its counts; writers racing on that exact rollover may lose an
-//! outcome or two (never more than the number of concurrent writers), which is the price of
-//! O(1) recording without a lock. Reading sums the B buckets still inside the window.
-//! The key and counts layouts are in [`super::layout`].
+//! As in the count window ([`super::count_window`]), plain successes and events are kept
+//! apart:
+//! - The exact part lives under the window's lock: B bucket counters and their running
+//!   total over the buckets still inside the window. Moving to a later bucket period
+//!   retires the buckets that left (each bucket once per period it passes), so filing an
+//!   outcome costs O(1) amortized whatever B is; no outcome ever sums the buckets.
+//! - A plain success is counted in its thread's lane ([`super::lanes`]) with a plain store
+//!   while the lane is keyed to the current generation and bucket period and the window is
+//!   known to hold `min_calls` calls in that period (no plain success can trip the breaker
+//!   then, and calls cannot fall within a period: buckets only leave at a period's end).
+//!   The first success of a thread in a new period re-keys its lane under the lock,
+//!   moving what it held into the bucket it belongs to.
+//! - Reading sums the running total and the lanes whose period is inside the window: one
+//!   sweep of the lanes in use.
 //!
-//! Rule numbers ("rule 7") refer to `docs/RULES.md` in the repository.
+//! Counts are exact: no outcome is lost at a bucket edge (unlike the first version, which
+//! could lose one per concurrent writer there), and the totals each event sees are those
+//! of a sequential order of all outcomes consistent with real time (see [`super::lanes`]).
+//! An outcome is filed at the coarse clock reading its thread took; a reading that lags a
+//! bucket another thread has already started is filed in that later bucket.
 
-use super::layout::{
-    tag_is_newer, BUCKET_CALLS_MASK as CALLS_MASK, BUCKET_CALLS_SHIFT as CALLS_SHIFT,
-    BUCKET_FAILURES_SHIFT as FAILURES_SHIFT, BUCKET_FIELD_MASK as FIELD_MASK,
-    BUCKET_INDEX_BITS as INDEX_BITS, BUCKET_INDEX_MASK as INDEX_MASK,
-};
+use super::lanes::Lanes;
 use crate::model::WindowCounts;
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{lock, AtomicU64, Mutex, Ordering};
 use crate::Nanos;
-
-struct Bucket {
-    key: AtomicU64,
-    counts: AtomicU64,
-}
 
 pub(crate) struct TimeWindow {
     width: u64,
-    buckets: Box<[Bucket]>,
+    len: u64,
+    gate: u64,
+    /// The end of the bucket period in which the window is known to hold the gate's calls
+    /// (0 when not known; cleared by `reset`).
+    ready_until: AtomicU64,
+    lanes: Lanes,
+    exact: Mutex<Buckets>,
 }
 
-fn key(tag: u64, index: u64) -> u64 {
-    (tag << INDEX_BITS) | (index & INDEX_MASK)
+/// One bucket: the period it counts and what it counted.
+#[derive(Copy, Clone, Default)]
+struct Bucket {
+    period: u64,
+    counts: WindowCounts,
 }
 
-fn pack(c: WindowCounts) -> u64 {
-    (c.calls.min(CALLS_MASK) << CALLS_SHIFT)
-        | (c.failures.min(FIELD_MASK) << FAILURES_SHIFT)
-        | c.slow.min(FIELD_MASK)
+/// The exact part of the window, under its lock.
+struct Buckets {
+    generation: u64,
+    /// The latest period anything was filed in or read at.
+    current: u64,
+    slots: Box<[Bucket]>,
+    /// The sum of the slots whose period is inside the window ending at `current`.
+    total: WindowCounts,
 }
 
-fn unpack(word: u64) -> WindowCounts {
-    WindowCounts {
-        calls: (word >> CALLS_SHIFT) & CALLS_MASK,
-        failures: (word >> FAILURES_SHIFT) & FIELD_MASK,
-        slow: word & FIELD_MASK,
+fn add(into: &mut WindowCounts, c: WindowCounts) {
+    into.calls += c.calls;
+    into.failures += c.failures;
+    into.slow += c.slow;
+}
+
+fn subtract(from: &mut WindowCounts, c: WindowCounts) {
+    from.calls = from.calls.saturating_sub(c.calls);
+    from.failures = from.failures.saturating_sub(c.failures);
+    from.slow = from.slow.saturating_sub(c.slow);
+}
+
+impl Buckets {
+    fn new(generation: u64, len: u64) -> Buckets {
+        Buckets {
+            generation,
+            current: 0,
+            slots: (0..len).map(|_| Bucket::default()).collect(),
+            total: WindowCounts::default(),
+        }
+    }
+
+    fn len(&self) -> u64 {
+        self.slots.len() as u64
+    }
+
+    /// Whether `period` is inside the window ending at the current period.
+    fn inside(&self, period: u64) -> bool {
+        period <= self.current && self.current - period < self.len()
+    }
+
+    /// Moves the window's end to `period` if it is later, retiring the buckets that leave.
+    /// Costs one step per period passed, and at most one per bucket.
+    fn advance(&mut self, period: u64) {
+        if period <= self.current {
+            return;
+        }
+        let len = self.len();
+        if period - self.current >= len {
+            // Every bucket has left: nothing is inside any more. Slots keep their old
+            // periods, which no longer count.
+            self.total = WindowCounts::default();
+            self.current = period;
+            return;
+        }
+        for passing in self.current + 1..=period {
+            let index = (passing % len) as usize;
+            if let Some(slot) = self.slots.get_mut(index) {
+                if slot.period < passing && self.current - slot.period < len {
+                    // Inside the window ending at `current`, so in `total`.
+                    subtract(&mut self.total, slot.counts);
+                }
+                *slot = Bucket {
+                    period: passing,
+                    counts: WindowCounts::default(),
+                };
+            }
+        }
+        self.current = period;
+    }
+
+    /// Files `counts` in bucket `period`, if it is still inside the window.
+    fn file(&mut self, period: u64, counts: WindowCounts) {
+        if !self.inside(period) {
+            return;
+        }
+        let index = (period % self.len()) as usize;
+        if let Some(slot) = self.slots.get_mut(index) {
+            if slot.period != period {
+                // Left over from a period before a jump of a whole window: empty now.
+                *slot = Bucket {
+                    period,
+                    counts: WindowCounts::default(),
+                };
+            }
+            add(&mut slot.counts, counts);
+            add(&mut self.total, counts);
+        }
     }
 }
 
 impl TimeWindow {
-    pub(crate) fn new(width: Nanos, buckets: u32) -> TimeWindow {
+    /// A window of `buckets` buckets of `width` for generation `generation`; plain
+    /// successes are evaluated while it holds fewer than `min_calls` calls.
+    pub(crate) fn new(width: Nanos, buckets: u32, min_calls: u32, generation: u64) -> TimeWindow {
+        let len = u64::from(buckets.max(1));
         TimeWindow {
             width: width.as_u64().max(1),
-            buckets: (0..buckets.max(1))
-                .map(|_| Bucket {
-                    key: AtomicU64::new(u64::MAX),
-                    counts: AtomicU64::new(0),
-                })
-                .collect(),
+            len,
+            gate: u64::from(min_calls).max(1),
+            ready_until: AtomicU64::new(0),
+            lanes: Lanes::new(),
+            exact: Mutex::new(Buckets::new(generation, len)),
         }
     }
 
-    fn index(&self, now: Nanos) -> u64 {
-        (now.as_u64() / self.width) & INDEX_MASK
+    fn period(&self, now: Nanos) -> u64 {
+        now.as_u64() / self.width
     }
 
-    /// Starts the window of a new closed phase (called under the breaker's lock): every
-    /// bucket is re-keyed as an empty bucket of the new tag, so no leftover key can ever look
-    /// newer than the current tag.
-    pub(crate) fn reset(&self, tag: u64) {
-        for bucket in self.buckets.iter() {
-            bucket.counts.store(0, Ordering::Release);
-            bucket.key.store(key(tag, 0), Ordering::Release);
-        }
+    /// Starts the window of a new closed phase (called under the breaker's lock).
+    pub(crate) fn reset(&self, generation: u64) {
+        let mut exact = lock(&self.exact);
+        *exact = Buckets::new(generation, self.len);
+        self.ready_until.store(0, Ordering::Release);
     }
 
-    /// Files one outcome of the closed phase `tag` at `now` and returns the window's counts,
-    /// or `None` when the writer belongs to an older phase.
+    /// Files one outcome of the closed phase `generation` at `now`. Returns the counts to
+    /// evaluate, or `None` when nothing could trip (a plain success while the window holds
+    /// `min_calls`) or when the writer belongs to an older phase.
+    #[inline(always)]
     pub(crate) fn record(
         &self,
-        tag: u64,
+        generation: u64,
         failed: bool,
         slow: bool,
         now: Nanos,
     ) -> Option<WindowCounts> {
-        let index = self.index(now);
-        let bucket = self
-            .buckets
-            .get((index % self.buckets.len() as u64) as usize)?;
-        let wanted = key(tag, index);
-        let one = WindowCounts {
-            calls: 1,
-            failures: u64::from(failed),
-            slow: u64::from(slow),
-        };
-        let mut current = bucket.key.load(Ordering::Acquire);
-        loop {
-            if current == wanted {
-                break;
-            }
-            let current_tag = current >> INDEX_BITS;
-            if current != u64::MAX && tag_is_newer(current_tag, tag) {
-                return None;
-            }
-            if current_tag == tag && (current & INDEX_MASK) > index {
-                // A later period already claimed the bucket (our reading lagged): it is
-                // the nearest place to file the outcome.
-                break;
-            }
-            match bucket.key.compare_exchange_weak(
-                current,
-                wanted,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => {
-                    bucket.counts.store(pack(one), Ordering::Release);
-                    return Some(self.counts(tag, now));
+        if !failed && !slow && now.as_u64() < self.ready_until.load(Ordering::Acquire) {
+            if let Some(lane) = self.lanes.mine() {
+                if lane.try_add(generation, now.as_u64()) {
+                    return None;
                 }
-                Err(actual) => current = actual,
             }
         }
-        let _ = bucket
-            .counts
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |word| {
-                let c = unpack(word);
-                Some(pack(WindowCounts {
-                    calls: c.calls + one.calls,
-                    failures: c.failures + one.failures,
-                    slow: c.slow + one.slow,
-                }))
-            });
-        Some(self.counts(tag, now))
+        self.record_locked(generation, failed, slow, now)
     }
 
-    /// The sum of the buckets of phase `tag` within the window at `now`.
-    pub(crate) fn counts(&self, tag: u64, now: Nanos) -> WindowCounts {
-        let current = self.index(now);
-        let len = self.buckets.len() as u64;
-        let mut total = WindowCounts::default();
-        for bucket in self.buckets.iter() {
-            let k = bucket.key.load(Ordering::Acquire);
-            if k == u64::MAX || k >> INDEX_BITS != tag {
-                continue;
-            }
-            let index = k & INDEX_MASK;
-            if index <= current && current - index < len {
-                let c = unpack(bucket.counts.load(Ordering::Acquire));
-                total.calls += c.calls;
-                total.failures += c.failures;
-                total.slow += c.slow;
-            }
+    #[inline(never)]
+    fn record_locked(
+        &self,
+        generation: u64,
+        failed: bool,
+        slow: bool,
+        now: Nanos,
+    ) -> Option<WindowCounts> {
+        let mut exact = lock(&self.exact);
+        if exact.generation != generation {
+            return None;
         }
-        total
+        exact.advance(self.period(now));
+        // A reading that lags a period another thread started is filed in that period.
+        let period = exact.current;
+        let plain = !failed && !slow;
+        match self.lanes.mine() {
+            Some(lane) if plain => {
+                let held = lane.read(generation);
+                if held.map(|held| held.period) != Some(period) {
+                    if let Some(held) = held {
+                        exact.file(
+                            held.period,
+                            WindowCounts {
+                                calls: held.count,
+                                ..WindowCounts::default()
+                            },
+                        );
+                    }
+                    let until = period.saturating_add(1).saturating_mul(self.width);
+                    lane.rekey(generation, period, until);
+                }
+                lane.add();
+            }
+            _ => exact.file(
+                period,
+                WindowCounts {
+                    calls: 1,
+                    failures: u64::from(failed),
+                    slow: u64::from(slow),
+                },
+            ),
+        }
+        let counts = self.sum(&exact, generation);
+        if counts.calls >= self.gate {
+            let until = period.saturating_add(1).saturating_mul(self.width);
+            self.ready_until.fetch_max(until, Ordering::AcqRel);
+        }
+        Some(counts)
+    }
+
+    /// The running total plus the lanes' successes inside the window (under the lock).
+    fn sum(&self, exact: &Buckets, generation: u64) -> WindowCounts {
+        let mut counts = exact.total;
+        self.lanes.each(generation, |lane| {
+            if exact.inside(lane.period) {
+                counts.calls += lane.count;
+            }
+        });
+        counts
+    }
+
+    /// What the window holds for phase `generation` at `now`.
+    pub(crate) fn counts(&self, generation: u64, now: Nanos) -> WindowCounts {
+        let mut exact = lock(&self.exact);
+        if exact.generation != generation {
+            return WindowCounts::default();
+        }
+        exact.advance(self.period(now));
+        self.sum(&exact, generation)
     }
 }
 
@@ -158,9 +260,13 @@ impl TimeWindow {
 mod tests {
     use super::*;
 
+    fn triple(c: WindowCounts) -> (u64, u64, u64) {
+        (c.calls, c.failures, c.slow)
+    }
+
     #[test]
     fn old_buckets_fall_out_of_the_window() {
-        let w = TimeWindow::new(Nanos(10), 3);
+        let w = TimeWindow::new(Nanos(10), 3, 1, 0);
         w.record(0, true, false, Nanos(0));
         w.record(0, false, false, Nanos(15));
         w.record(0, false, true, Nanos(25));
@@ -168,18 +274,110 @@ mod tests {
         assert_eq!(w.counts(0, Nanos(30)).calls, 2);
         assert_eq!(w.counts(0, Nanos(30)).failures, 0);
         // Recycling bucket 0 for period 3 restarts it.
-        let c = w.record(0, true, false, Nanos(31)).unwrap();
-        assert_eq!((c.calls, c.failures, c.slow), (3, 1, 1));
+        let c = w.record(0, true, false, Nanos(31)).expect("an event");
+        assert_eq!(triple(c), (3, 1, 1));
     }
 
     #[test]
-    fn another_tag_is_invisible() {
-        let w = TimeWindow::new(Nanos(10), 3);
+    fn another_generation_is_invisible() {
+        let w = TimeWindow::new(Nanos(10), 3, 1, 2);
         w.record(2, true, false, Nanos(0));
         assert_eq!(w.counts(4, Nanos(1)).calls, 0);
         assert_eq!(w.record(2, true, false, Nanos(1)).map(|c| c.calls), Some(2));
+        w.reset(4);
         w.record(4, true, false, Nanos(2));
         assert_eq!(w.record(2, true, false, Nanos(3)), None);
         assert_eq!(w.counts(4, Nanos(3)).calls, 1);
+    }
+
+    #[test]
+    fn successes_in_lanes_move_to_their_bucket_and_leave_with_it() {
+        let w = TimeWindow::new(Nanos(10), 3, 1, 0);
+        // Period 0: the first success is evaluated, the rest go to this thread's lane.
+        assert!(w.record(0, false, false, Nanos(1)).is_some());
+        for t in 2..7 {
+            assert_eq!(w.record(0, false, false, Nanos(t)), None);
+        }
+        assert_eq!(w.counts(0, Nanos(9)).calls, 6);
+        // Period 1: the lane moves its 6 into bucket 0 and starts again.
+        assert!(w.record(0, false, false, Nanos(11)).is_some());
+        assert_eq!(w.record(0, false, false, Nanos(12)), None);
+        let c = w.record(0, true, false, Nanos(13)).expect("an event");
+        assert_eq!(triple(c), (9, 1, 0));
+        // Period 3: bucket 0 has left; buckets 1 and the lane's count of period 1 remain.
+        assert_eq!(triple(w.counts(0, Nanos(30))), (3, 1, 0));
+        // Period 4: bucket 1 has left too; the lane's successes of period 1 with it.
+        assert_eq!(triple(w.counts(0, Nanos(40))), (0, 0, 0));
+    }
+
+    #[test]
+    fn a_gap_of_a_whole_window_empties_it() {
+        let w = TimeWindow::new(Nanos(10), 4, 1, 0);
+        for t in 0..40 {
+            w.record(0, t % 3 == 0, false, Nanos(t));
+        }
+        assert_eq!(w.counts(0, Nanos(39)).calls, 40);
+        assert_eq!(triple(w.counts(0, Nanos(1_000))), (0, 0, 0));
+        let c = w.record(0, true, false, Nanos(1_001)).expect("an event");
+        assert_eq!(triple(c), (1, 1, 0));
+        w.record(0, false, false, Nanos(1_011));
+        assert_eq!(triple(w.counts(0, Nanos(1_019))), (2, 1, 0));
+    }
+
+    #[test]
+    fn plain_successes_are_evaluated_until_the_gate_in_each_period() {
+        let w = TimeWindow::new(Nanos(10), 2, 3, 0);
+        assert!(w.record(0, false, false, Nanos(0)).is_some());
+        assert!(w.record(0, false, false, Nanos(1)).is_some());
+        assert_eq!(
+            w.record(0, false, false, Nanos(2)).map(|c| c.calls),
+            Some(3)
+        );
+        assert_eq!(w.record(0, false, false, Nanos(3)), None, "past the gate");
+        // A new period is evaluated again: the window may have lost calls at its start.
+        assert_eq!(
+            w.record(0, false, false, Nanos(10)).map(|c| c.calls),
+            Some(5)
+        );
+        assert_eq!(w.record(0, false, false, Nanos(11)), None);
+        // Period 2: the 4 of period 0 left; 2 remain, so successes are evaluated again.
+        assert_eq!(
+            w.record(0, false, false, Nanos(20)).map(|c| c.calls),
+            Some(3)
+        );
+    }
+
+    #[test]
+    fn a_thousand_buckets_file_in_constant_time_and_count_exactly() {
+        let w = TimeWindow::new(Nanos(1), 1_000, 1, 0);
+        for t in 0..5_000u64 {
+            w.record(0, t % 10 == 0, false, Nanos(t));
+        }
+        // The window ending at 4,999 holds periods 4,000..=4,999: one outcome each.
+        assert_eq!(triple(w.counts(0, Nanos(4_999))), (1_000, 100, 0));
+    }
+
+    #[test]
+    fn concurrent_writers_at_bucket_edges_lose_nothing() {
+        let w = std::sync::Arc::new(TimeWindow::new(Nanos(100), 1_000, 5, 3));
+        let threads = 4;
+        let per_thread = 20_000u64;
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                let w = std::sync::Arc::clone(&w);
+                std::thread::spawn(move || {
+                    for i in 0..per_thread {
+                        // Every thread walks the same clock: edges every 100 outcomes.
+                        w.record(3, i % 10 == 0, i % 50 == 0, Nanos(i));
+                    }
+                })
+            })
+            .collect();
+        for handle in handles {
+            handle.join().expect("writer");
+        }
+        // 20,000 ns in buckets of 100: 200 periods, all inside a window of 1,000.
+        let c = w.counts(3, Nanos(per_thread));
+        assert_eq!(triple(c), (80_000, 8_000, 1_600));
     }
 }

@@ -90,8 +90,8 @@ impl<C: Clock> Engine<C> {
         self.streak.reset(tag);
         match &self.window {
             super::engine::EngineWindow::None => {}
-            super::engine::EngineWindow::Count(window) => window.reset(tag),
-            super::engine::EngineWindow::Time(window) => window.reset(tag),
+            super::engine::EngineWindow::Count(window) => window.reset(next.generation()),
+            super::engine::EngineWindow::Time(window) => window.reset(next.generation()),
         }
         self.until.store(0, Ordering::Release);
         cold.trips = 0;

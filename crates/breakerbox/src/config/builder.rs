@@ -9,9 +9,9 @@ use crate::ConfigError;
 /// probes in flight and probe successes in fields of its packed state word, and this is
 /// the largest value such a field holds.
 pub const MAX_PROBES: u32 = crate::breaker::layout::PROBE_COUNT_MASK as u32;
-/// The largest count window (65,535 calls): the in-memory engine packs the window's
-/// counters into one atomic word, and this is the largest value such a counter holds.
-pub const MAX_COUNT_WINDOW: u32 = crate::breaker::layout::WINDOW_COUNT_MASK as u32;
+/// The largest count window (65,535 calls): it bounds what a window keeps per breaker (the
+/// Redis engine's ring of outcomes, the in-memory engine's queue of recent failures).
+pub const MAX_COUNT_WINDOW: u32 = 65_535;
 
 /// What a [`ConfigError`] says is accepted for `max_probes` and `required_successes`.
 const PROBES_RANGE: &str = "1..=4095";

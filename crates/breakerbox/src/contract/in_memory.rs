@@ -137,3 +137,118 @@ macro_rules! contract_permit {
 
 contract_permit!(Permit<'_, C>);
 contract_permit!(OwnedPermit<C>);
+
+/// A breaker that lives for the whole program (a `static`, or one leaked at start-up) under
+/// the contract. Its owned permit is the borrowed [`Permit`]: an integration that holds a
+/// permit in a future (the tower layer, the reqwest middleware) pays no reference count
+/// per call, which on some machines costs more than the rest of the call together.
+///
+/// ```
+/// use breakerbox::contract::{Breaker, BreakerPermit, LocalAdmission};
+/// use breakerbox::CircuitBreaker;
+/// use std::sync::LazyLock;
+///
+/// static PAYMENTS: LazyLock<CircuitBreaker> = LazyLock::new(|| {
+///     CircuitBreaker::builder()
+///         .name("payments")
+///         .consecutive_failures(5)
+///         .build()
+///         .expect("a valid config")
+/// });
+///
+/// let breaker: &'static CircuitBreaker = &PAYMENTS;
+/// match Breaker::try_acquire_local_owned(&breaker) {
+///     LocalAdmission::Admitted(permit) => {
+///         permit.success();
+///     }
+///     other => panic!("closed breakers admit: {other:?}"),
+/// }
+/// ```
+impl<C: Clock + Clone> Breaker for &'static CircuitBreaker<C> {
+    type Clock = C;
+    type Permit<'a>
+        = Permit<'a, C>
+    where
+        Self: 'a;
+    type OwnedPermit = Permit<'static, C>;
+    type Acquire = Ready<Result<Permit<'static, C>, CircuitOpen>>;
+    type Error = Infallible;
+
+    fn name(&self) -> &str {
+        CircuitBreaker::name(self)
+    }
+
+    fn config(&self) -> &Config {
+        CircuitBreaker::config(self)
+    }
+
+    fn clock(&self) -> &C {
+        CircuitBreaker::clock(self)
+    }
+
+    fn phase(&self) -> Phase {
+        CircuitBreaker::phase(self)
+    }
+
+    #[inline]
+    fn check(&self) -> Result<(), CircuitOpen> {
+        CircuitBreaker::check(self)
+    }
+
+    #[inline]
+    fn try_acquire_local(&self) -> LocalAdmission<Permit<'_, C>> {
+        match CircuitBreaker::try_acquire(self) {
+            Ok(permit) => LocalAdmission::Admitted(permit),
+            Err(open) => LocalAdmission::Rejected(open),
+        }
+    }
+
+    #[inline]
+    fn try_acquire_local_owned(&self) -> LocalAdmission<Permit<'static, C>> {
+        let breaker: &'static CircuitBreaker<C> = self;
+        match breaker.try_acquire() {
+            Ok(permit) => LocalAdmission::Admitted(permit),
+            Err(open) => LocalAdmission::Rejected(open),
+        }
+    }
+
+    fn acquire(&self) -> Self::Acquire {
+        let breaker: &'static CircuitBreaker<C> = self;
+        ready(breaker.try_acquire())
+    }
+
+    fn snapshot(&self) -> impl Future<Output = Result<Snapshot, Infallible>> + Send + 'static {
+        Breaker::snapshot(*self)
+    }
+
+    fn force_open(&self) -> impl Future<Output = Result<(), Infallible>> + Send + 'static {
+        Breaker::force_open(*self)
+    }
+
+    fn force_open_for(
+        &self,
+        duration: Duration,
+    ) -> impl Future<Output = Result<(), Infallible>> + Send + 'static {
+        Breaker::force_open_for(*self, duration)
+    }
+
+    fn disable(&self) -> impl Future<Output = Result<(), Infallible>> + Send + 'static {
+        Breaker::disable(*self)
+    }
+
+    fn disable_for(
+        &self,
+        duration: Duration,
+    ) -> impl Future<Output = Result<(), Infallible>> + Send + 'static {
+        Breaker::disable_for(*self, duration)
+    }
+
+    fn reset(&self) -> impl Future<Output = Result<(), Infallible>> + Send + 'static {
+        Breaker::reset(*self)
+    }
+
+    /// A program-long breaker frees nothing when dropped from a registry: idle when closed.
+    fn is_idle(&self) -> bool {
+        CircuitBreaker::phase(self) == Phase::Closed
+    }
+}

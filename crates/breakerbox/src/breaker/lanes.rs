@@ -1,0 +1,187 @@
+//! Per-thread success lanes: where a window files plain successes without a shared write.
+//!
+//! A window owns one lane per thread slot ([`super::thread_slot`]), allocated the first time
+//! its thread files through it. A lane counts the plain successes of one closed generation
+//! (and, for a time window, of one bucket period) filed by the thread that holds the slot.
+//!
+//! Who writes what:
+//! - The count only ever grows, by its owner, with a plain load and store (no atomic
+//!   read-modify-write: on the machines we measure, one costs more than the whole call).
+//! - Its key (generation, period, end of period) changes only under the window's lock, by
+//!   the owner, which first moves the count somewhere the window still sees it.
+//! - Readers sum the lanes under the window's lock: keys are stable then, and each count is
+//!   a single-writer counter growing by one, so the sum of a sweep equals the total at some
+//!   instant during the sweep. The window's events are placed at that instant, which lies
+//!   within their own call: counts stay exact (linearizable), not approximate.
+
+use super::thread_slot::{self, SLOTS};
+use crate::sync::{AtomicU64, Ordering};
+
+/// A generation no lane holds (generations have 37 bits).
+const NO_GENERATION: u64 = u64::MAX;
+
+/// One thread's plain successes of one generation and period. Aligned so that two
+/// threads' lanes never share a cache line (nor the adjacent line a prefetcher pairs).
+#[repr(align(128))]
+pub(crate) struct Lane {
+    generation: AtomicU64,
+    period: AtomicU64,
+    until: AtomicU64,
+    count: AtomicU64,
+}
+
+/// What a lane holds, read under the window's lock.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) struct LaneCount {
+    pub(crate) period: u64,
+    pub(crate) count: u64,
+}
+
+impl Lane {
+    fn empty() -> Lane {
+        Lane {
+            generation: AtomicU64::new(NO_GENERATION),
+            period: AtomicU64::new(0),
+            until: AtomicU64::new(0),
+            count: AtomicU64::new(0),
+        }
+    }
+
+    /// The owner's fast path: counts one plain success if the lane is keyed to
+    /// `generation` and `now` is before the end of its period. Returns whether it did.
+    #[inline(always)]
+    pub(crate) fn try_add(&self, generation: u64, now: u64) -> bool {
+        if self.generation.load(Ordering::Relaxed) != generation
+            || now >= self.until.load(Ordering::Relaxed)
+        {
+            return false;
+        }
+        self.add();
+        true
+    }
+
+    /// Counts one plain success (owner only).
+    #[inline(always)]
+    pub(crate) fn add(&self) {
+        #[cfg(not(loom))]
+        {
+            let count = self.count.load(Ordering::Relaxed);
+            self.count.store(count.wrapping_add(1), Ordering::Release);
+        }
+        #[cfg(loom)]
+        {
+            self.count.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    /// What the lane holds for `generation` (under the window's lock).
+    pub(crate) fn read(&self, generation: u64) -> Option<LaneCount> {
+        if self.generation.load(Ordering::Acquire) != generation {
+            return None;
+        }
+        Some(LaneCount {
+            period: self.period.load(Ordering::Acquire),
+            count: self.count.load(Ordering::Acquire),
+        })
+    }
+
+    /// Re-keys the lane to `generation` and `period` (ending at `until`), empty (owner
+    /// only, under the window's lock; the caller has moved what the lane held).
+    pub(crate) fn rekey(&self, generation: u64, period: u64, until: u64) {
+        self.count.store(0, Ordering::Release);
+        self.period.store(period, Ordering::Release);
+        self.until.store(until, Ordering::Release);
+        self.generation.store(generation, Ordering::Release);
+    }
+}
+
+/// Lanes come in chunks of this many. The first chunk is part of the window (the lowest
+/// slots are handed out first, so most threads have one there, one load away); the others
+/// are allocated the first time a thread of their slots files through the window.
+#[cfg(not(loom))]
+const CHUNK: usize = 8;
+
+/// The lanes of one window, one per thread slot.
+pub(crate) struct Lanes {
+    #[cfg(not(loom))]
+    first: [Lane; CHUNK],
+    #[cfg(not(loom))]
+    chunks: [std::sync::OnceLock<Box<[Lane; CHUNK]>>; SLOTS / CHUNK - 1],
+    #[cfg(loom)]
+    lanes: Box<[Lane]>,
+    /// One past the highest slot whose lane exists (beyond the first chunk, which always
+    /// does): readers sweep only that far.
+    used: AtomicU64,
+}
+
+impl Lanes {
+    pub(crate) fn new() -> Lanes {
+        Lanes {
+            #[cfg(not(loom))]
+            first: std::array::from_fn(|_| Lane::empty()),
+            #[cfg(not(loom))]
+            chunks: std::array::from_fn(|_| std::sync::OnceLock::new()),
+            #[cfg(loom)]
+            lanes: (0..SLOTS).map(|_| Lane::empty()).collect(),
+            used: AtomicU64::new(0),
+        }
+    }
+
+    /// The calling thread's lane, created on its first use; `None` for a thread without a
+    /// slot.
+    #[inline(always)]
+    pub(crate) fn mine(&self) -> Option<&Lane> {
+        let slot = thread_slot::current()?;
+        #[cfg(not(loom))]
+        {
+            if let Some(lane) = self.first.get(slot) {
+                return Some(lane);
+            }
+            let chunk = self.chunks.get(slot / CHUNK - 1)?;
+            match chunk.get() {
+                Some(lanes) => lanes.get(slot % CHUNK),
+                None => self.create(chunk, slot),
+            }
+        }
+        #[cfg(loom)]
+        {
+            self.used.fetch_max(slot as u64 + 1, Ordering::AcqRel);
+            self.lanes.get(slot)
+        }
+    }
+
+    #[cfg(not(loom))]
+    #[cold]
+    fn create<'a>(
+        &self,
+        chunk: &'a std::sync::OnceLock<Box<[Lane; CHUNK]>>,
+        slot: usize,
+    ) -> Option<&'a Lane> {
+        let lanes = chunk.get_or_init(|| Box::new(std::array::from_fn(|_| Lane::empty())));
+        // Readers sweep whole chunks up to the highest one in use.
+        let end = (slot / CHUNK + 1) * CHUNK;
+        self.used.fetch_max(end as u64, Ordering::AcqRel);
+        lanes.get(slot % CHUNK)
+    }
+
+    /// Every lane's count for `generation` (under the window's lock).
+    pub(crate) fn each(&self, generation: u64, mut visit: impl FnMut(LaneCount)) {
+        let used = self.used.load(Ordering::Acquire).min(SLOTS as u64) as usize;
+        #[cfg(not(loom))]
+        // The first chunk is always swept: it is part of the window.
+        let lanes = self.first.iter().chain(
+            self.chunks
+                .iter()
+                .take(used.div_ceil(CHUNK).saturating_sub(1))
+                .filter_map(|chunk| chunk.get())
+                .flat_map(|chunk| chunk.iter()),
+        );
+        #[cfg(loom)]
+        let lanes = self.lanes.iter().take(used);
+        for lane in lanes {
+            if let Some(count) = lane.read(generation) {
+                visit(count);
+            }
+        }
+    }
+}
