@@ -111,6 +111,8 @@ async fn serve(config: ProxyConfig) -> anyhow::Result<()> {
         });
     }
     let proxy = Arc::new(Proxy::new(upstreams, recorder, config.limits));
+    // Built before any worker starts: a refused option stops the start-up cleanly.
+    let admin = Arc::new(admin::service(proxy.clone(), &config.admin)?);
     let limits = config.limits;
 
     let workers = config
@@ -181,7 +183,6 @@ async fn serve(config: ProxyConfig) -> anyhow::Result<()> {
         }
     );
 
-    let admin = Arc::new(admin::service(proxy.clone(), &config.admin)?);
     let admin_task = tokio::spawn(server::serve(
         admin_listener,
         admin,
