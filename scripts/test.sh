@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # redis-server for the Redis engine's tests; openssl makes the certificates of its TLS test;
-# chromium renders the proxy's dashboard page headless.
+# chromium renders the dashboard page (the proxy's and breakerbox-admin's) headless.
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)

@@ -17,7 +17,6 @@ mod pool;
 mod probe_watch;
 mod reply;
 mod server;
-mod status;
 mod target;
 mod upload;
 
@@ -26,6 +25,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context as _;
+use breakerbox_admin::{AdminService, PeerAddr};
+use http_body_util::BodyExt as _;
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::watch;
 
@@ -40,7 +41,6 @@ const SHUTDOWN_CUT: u8 = 3;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use admin::Admin;
 use forward::{Proxy, Upstream, Worker};
 use metrics::Recorder;
 
@@ -111,6 +111,8 @@ async fn serve(config: ProxyConfig) -> anyhow::Result<()> {
         });
     }
     let proxy = Arc::new(Proxy::new(upstreams, recorder, config.limits));
+    // Built before any worker starts: a refused option stops the start-up cleanly.
+    let admin = Arc::new(admin::service(proxy.clone(), &config.admin)?);
     let limits = config.limits;
 
     let workers = config
@@ -181,14 +183,21 @@ async fn serve(config: ProxyConfig) -> anyhow::Result<()> {
         }
     );
 
-    let admin = Arc::new(Admin::new(
-        proxy.clone(),
-        admin::Access::new(config.admin.token, config.admin.hosts),
-    ));
     let admin_task = tokio::spawn(server::serve(
         admin_listener,
         admin,
-        |a: Arc<Admin>, request, peer| async move { Ok(a.handle(request, peer).await) },
+        |admin: Arc<AdminService>, mut request, peer| async move {
+            request.extensions_mut().insert(PeerAddr(peer));
+            let (parts, body) = admin.handle(request).await.into_parts();
+            let body = match body.collect().await {
+                Ok(collected) => collected.to_bytes(),
+                Err(never) => match never {},
+            };
+            Ok(http::Response::from_parts(
+                parts,
+                body::ProxyBody::full(body),
+            ))
+        },
         16 * 1024,
         stop_rx,
         limits.shutdown_grace,

@@ -3,53 +3,13 @@
 
 #![allow(clippy::disallowed_methods)]
 
+#[path = "support/cdp.rs"]
+mod cdp;
 #[path = "support/proxy_harness.rs"]
 mod harness;
 
-use std::path::Path;
-use std::process::Command;
-
+use cdp::{card, headless as chromium};
 use harness::{admin_post, get, listeners, temp_dir, ProxyProcess, Upstream};
-
-fn chromium(profile: &Path, args: &[&str]) -> std::process::Output {
-    let found = Command::new("sh")
-        .args(["-c", "command -v chromium"])
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    assert!(
-        found,
-        "`chromium` is not on PATH: install Debian's chromium (apt-get install -y chromium) to run the dashboard test"
-    );
-    Command::new("chromium")
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--virtual-time-budget=3000",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .args(args)
-        .output()
-        .expect("run chromium")
-}
-
-/// The rendered card of breaker `name`: from its opening tag to the next card.
-fn card<'a>(dom: &'a str, name: &str) -> &'a str {
-    let start = dom
-        .find(&format!("data-breaker=\"{name}\""))
-        .unwrap_or_else(|| panic!("no card for {name} in the rendered page:\n{dom}"));
-    let rest = &dom[start..];
-    let end = rest[1..]
-        .find("data-breaker=")
-        .map_or(rest.len(), |i| i + 1);
-    &rest[..end]
-}
 
 #[test]
 fn the_dashboard_shows_every_breaker_with_its_live_phase_and_a_screenshot_is_written() {

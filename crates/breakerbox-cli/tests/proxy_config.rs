@@ -162,6 +162,14 @@ fn ambiguous_or_meaningless_configs_are_errors_naming_the_key() {
             "redis_options.prefix: set as well as `redis_prefix`",
         ),
         (
+            format!("{}token = \"pässwort\"\n[[upstream]]\nname = \"a\"\nroute = \"/\"\nurl = \"http://127.0.0.1:1\"\n", listeners()),
+            "admin.token: must be non-empty visible ASCII and contain no whitespace",
+        ),
+        (
+            format!("{}hosts = [\"admin!internal\"]\n[[upstream]]\nname = \"a\"\nroute = \"/\"\nurl = \"http://127.0.0.1:1\"\n", listeners()),
+            "admin.hosts[0]: expected a host name without a port",
+        ),
+        (
             format!("{}[limits]\nmax_header_bytes = 1073741824\n[[upstream]]\nname = \"a\"\nroute = \"/\"\nurl = \"http://127.0.0.1:1\"\n", listeners()),
             "limits.max_header_bytes: invalid value 1073741824: expected at most 1048576",
         ),

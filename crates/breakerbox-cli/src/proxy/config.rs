@@ -180,8 +180,12 @@ pub fn parse(text: &str) -> Result<ProxyConfig, Vec<String>> {
             admin.listen = addr;
         }
         if let Some(token) = string(table, "token", "admin", &mut errors) {
-            if token.trim().is_empty() || token.chars().any(|c| c.is_whitespace()) {
-                errors.push("admin.token", "must be non-empty and contain no whitespace");
+            // What an `Authorization` header can carry, as the admin service requires.
+            if token.is_empty() || !token.chars().all(|c| c.is_ascii_graphic()) {
+                errors.push(
+                    "admin.token",
+                    "must be non-empty visible ASCII and contain no whitespace",
+                );
             } else {
                 admin.token = Some(token.to_string());
             }
@@ -191,10 +195,12 @@ pub fn parse(text: &str) -> Result<ProxyConfig, Vec<String>> {
             Some(Value::Array(list)) => {
                 for (i, item) in list.iter().enumerate() {
                     match item.as_str() {
+                        // The admin service's rule: a name without a port.
                         Some(h)
                             if !h.is_empty()
-                                && !h.contains([':', '/', '@'])
-                                && !h.chars().any(char::is_whitespace) =>
+                                && h.chars().all(|c| {
+                                    c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_')
+                                }) =>
                         {
                             admin.hosts.push(h.to_ascii_lowercase())
                         }

@@ -1,18 +1,17 @@
-//! Counters per upstream and recent transitions (the status page and `/metrics` read them).
+//! Counters per upstream and recent transitions (the admin service's status and
+//! `/metrics` read them).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use breakerbox::model::Transition;
-use breakerbox::{Clock, Event, EventKind, Listener, MonotonicClock, Nanos, Phase, Verdict};
+use breakerbox::{Event, EventKind, Listener, Phase, Verdict};
+use breakerbox_admin::TransitionLog;
 use breakerbox_http::Judgement;
 
 use super::exposition::Exposition;
 use super::upload::ClientFault;
-
-/// How many transitions the dashboard remembers.
-const RECENT: usize = 50;
 
 /// The counters of one upstream.
 #[derive(Default)]
@@ -166,38 +165,23 @@ impl Stats {
     }
 }
 
-/// One remembered transition.
-#[derive(Clone, Debug)]
-pub struct Recorded {
-    /// The breaker.
-    pub breaker: String,
-    /// The transition.
-    pub transition: Transition,
-    /// When, on the proxy's clock.
-    pub at: Nanos,
-}
-
-/// Receives every breaker's events and keeps the counters.
+/// Receives every breaker's events and keeps the counters, and the recent transitions
+/// (for the admin service's status and dashboard).
 pub struct Recorder {
-    clock: MonotonicClock,
-    started: Nanos,
     stats: BTreeMap<String, Stats>,
-    recent: Mutex<VecDeque<Recorded>>,
+    transitions: TransitionLog,
     exposition: Exposition,
 }
 
 impl Recorder {
     /// A recorder for these breaker names.
     pub fn new<'a>(names: impl IntoIterator<Item = &'a str>) -> Recorder {
-        let clock = MonotonicClock;
         Recorder {
-            started: clock.now(),
-            clock,
             stats: names
                 .into_iter()
                 .map(|n| (n.to_string(), Stats::default()))
                 .collect(),
-            recent: Mutex::new(VecDeque::new()),
+            transitions: TransitionLog::new(),
             exposition: Exposition::new(),
         }
     }
@@ -207,37 +191,14 @@ impl Recorder {
         self.stats.get(name)
     }
 
-    /// Time since the proxy started.
-    pub fn uptime(&self) -> std::time::Duration {
-        self.clock.now().saturating_sub(self.started).as_duration()
-    }
-
-    /// Now, on the proxy's clock.
-    pub fn now(&self) -> Nanos {
-        self.clock.now()
-    }
-
-    /// The recent transitions, newest first.
-    pub fn recent(&self) -> Vec<Recorded> {
-        self.recent
-            .lock()
-            .map(|r| r.iter().rev().cloned().collect())
-            .unwrap_or_default()
+    /// The recent transitions of every upstream's breaker.
+    pub fn transitions(&self) -> &TransitionLog {
+        &self.transitions
     }
 
     fn transition(&self, breaker: &str, t: &Transition) {
         if let Some(stats) = self.stats.get(breaker) {
             stats.transition(t);
-        }
-        if let Ok(mut recent) = self.recent.lock() {
-            if recent.len() == RECENT {
-                recent.pop_front();
-            }
-            recent.push_back(Recorded {
-                breaker: breaker.to_string(),
-                transition: *t,
-                at: self.clock.now(),
-            });
         }
     }
 
@@ -251,7 +212,10 @@ impl Recorder {
 impl Listener for Recorder {
     fn on_event(&self, event: &Event<'_>) {
         match &event.kind {
-            EventKind::Transition(t) => self.transition(event.breaker, t),
+            EventKind::Transition(t) => {
+                self.transition(event.breaker, t);
+                self.transitions.on_event(event);
+            }
             EventKind::StaleResult { .. } => self.stale(event.breaker),
             // Rejections are counted where they happen; kinds added later are not metrics.
             _ => {}

@@ -1,6 +1,8 @@
-//! Headless Chromium driven over the DevTools protocol, to click the dashboard's buttons
-//! in a real browser: a minimal WebSocket client (text frames, client masking) over a
-//! loopback TCP stream. Every wait is bounded.
+//! Headless Chromium (Debian's `chromium`) for the dashboard tests of the proxy and of
+//! `breakerbox-admin`: [`headless`] renders a page once (`--dump-dom`, `--screenshot`);
+//! [`Browser`] drives one over the DevTools protocol to click its buttons, with a minimal
+//! WebSocket client (text frames, client masking) over a loopback TCP stream. Every wait
+//! is bounded.
 
 #![allow(dead_code)]
 #![allow(clippy::disallowed_methods)]
@@ -13,6 +15,49 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
+
+/// Runs headless Chromium once with its profile in `profile` and `args` (e.g.
+/// `--dump-dom URL`), giving the page's scripts 3 s of virtual time.
+pub fn headless(profile: &Path, args: &[&str]) -> std::process::Output {
+    let found = Command::new("sh")
+        .args(["-c", "command -v chromium"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    assert!(
+        found,
+        "`chromium` is not on PATH: install Debian's chromium (apt-get install -y chromium) to run the dashboard test"
+    );
+    Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--virtual-time-budget=3000",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(args)
+        .output()
+        .expect("run chromium")
+}
+
+/// The rendered card of breaker `name` in a dumped DOM: from its opening tag to the next
+/// card.
+pub fn card<'a>(dom: &'a str, name: &str) -> &'a str {
+    let start = dom
+        .find(&format!("data-breaker=\"{name}\""))
+        .unwrap_or_else(|| panic!("no card for {name} in the rendered page:\n{dom}"));
+    let rest = &dom[start..];
+    let end = rest[1..]
+        .find("data-breaker=")
+        .map_or(rest.len(), |i| i + 1);
+    &rest[..end]
+}
 
 /// A headless Chromium with one page, killed on drop.
 pub struct Browser {

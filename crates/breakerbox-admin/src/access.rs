@@ -1,5 +1,5 @@
-//! Who may use the admin listener. Every request must name this listener in `Host` (an IP
-//! literal, `localhost`, or a configured name), so a page served under another name cannot
+//! Who may use the admin service. Every request must name the service in `Host` (an IP
+//! literal, `localhost`, or an allowed name), so a page served under another name cannot
 //! read it through DNS rebinding. A state-changing request must not come from another
 //! origin (`Origin`, when sent, must match `Host`) and must be one a browser would not send
 //! cross-origin without asking first: with a token, its `Authorization` header; without
@@ -10,19 +10,18 @@ use std::net::IpAddr;
 use http::header::{AUTHORIZATION, CONTENT_TYPE, HOST, ORIGIN};
 use http::HeaderMap;
 
-use crate::proxy::target::strip_port;
-
 /// Why a request was refused.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Denied {
+pub(crate) enum Denied {
     /// A token is configured and none was sent (401 with a challenge).
     Unauthorized(&'static str),
     /// Anything else (403).
     Forbidden(&'static str),
 }
 
-/// The admin listener's access rules.
-pub struct Access {
+/// The admin service's access rules.
+#[derive(Debug)]
+pub(crate) struct Access {
     token: Option<String>,
     hosts: Vec<String>,
 }
@@ -30,12 +29,12 @@ pub struct Access {
 impl Access {
     /// Rules with an optional `token` and extra host names (lower case) besides IP
     /// literals and `localhost`.
-    pub fn new(token: Option<String>, hosts: Vec<String>) -> Access {
+    pub(crate) fn new(token: Option<String>, hosts: Vec<String>) -> Access {
         Access { token, hosts }
     }
 
-    /// Every request: `Host` names this listener.
-    pub fn check_host(&self, headers: &HeaderMap) -> Result<(), Denied> {
+    /// Every request: `Host` names this service.
+    pub(crate) fn check_host(&self, headers: &HeaderMap) -> Result<(), Denied> {
         let host = one_host(headers)?;
         let name = strip_port(host);
         let ok = name.parse::<IpAddr>().is_ok()
@@ -45,13 +44,17 @@ impl Access {
             Ok(())
         } else {
             Err(Denied::Forbidden(
-                "the Host header does not name this admin listener (add it to [admin] hosts)",
+                "the Host header does not name this admin service (add the name to its allowed hosts)",
             ))
         }
     }
 
-    /// A state-changing request from `peer`.
-    pub fn check_action(&self, headers: &HeaderMap, peer: IpAddr) -> Result<(), Denied> {
+    /// A state-changing request from `peer` (`None` when the server did not say).
+    pub(crate) fn check_action(
+        &self,
+        headers: &HeaderMap,
+        peer: Option<IpAddr>,
+    ) -> Result<(), Denied> {
         self.check_host(headers)?;
         if let Some(origin) = headers.get(ORIGIN) {
             let host = one_host(headers)?;
@@ -81,10 +84,19 @@ impl Access {
                 }
             }
             None => {
-                if !peer.to_canonical().is_loopback() {
-                    return Err(Denied::Forbidden(
-                        "actions are allowed from loopback only unless [admin] token is configured",
-                    ));
+                match peer {
+                    Some(peer) if peer.to_canonical().is_loopback() => {}
+                    Some(_) => {
+                        return Err(Denied::Forbidden(
+                            "actions are allowed from loopback only unless an admin token is configured",
+                        ))
+                    }
+                    None => {
+                        return Err(Denied::Forbidden(
+                            "the peer address is unknown (the server must insert breakerbox_admin::PeerAddr), \
+                             so actions need an admin token",
+                        ))
+                    }
                 }
                 let json = headers
                     .get(CONTENT_TYPE)
@@ -111,6 +123,14 @@ fn one_host(headers: &HeaderMap) -> Result<&str, Denied> {
             .map_err(|_| Denied::Forbidden("the Host header is not valid")),
         _ => Err(Denied::Forbidden("send exactly one Host header")),
     }
+}
+
+/// `host` without its port (and without brackets for an IPv6 literal).
+fn strip_port(host: &str) -> &str {
+    if let Some(rest) = host.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or(rest);
+    }
+    host.rsplit_once(':').map_or(host, |(h, _)| h)
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
@@ -143,43 +163,63 @@ mod tests {
     fn without_a_token_only_loopback_json_requests_under_our_host_may_act() {
         let a = Access::new(None, vec![]);
         let ok = headers(&[("host", "127.0.0.1:9090"), JSON]);
-        assert_eq!(a.check_action(&ok, ip("127.0.0.1")), Ok(()));
-        assert_eq!(a.check_action(&ok, ip("::ffff:127.0.0.1")), Ok(()));
-        assert!(a.check_action(&ok, ip(REMOTE)).is_err());
+        assert_eq!(a.check_action(&ok, Some(ip("127.0.0.1"))), Ok(()));
+        assert_eq!(a.check_action(&ok, Some(ip("::ffff:127.0.0.1"))), Ok(()));
+        assert!(a.check_action(&ok, Some(ip(REMOTE))).is_err());
         let simple = headers(&[("host", "127.0.0.1:9090"), ("content-type", "text/plain")]);
-        assert!(a.check_action(&simple, ip("127.0.0.1")).is_err());
+        assert!(a.check_action(&simple, Some(ip("127.0.0.1"))).is_err());
         let foreign = headers(&[
             ("host", "127.0.0.1:9090"),
             JSON,
             ("origin", "http://x.example"),
         ]);
-        assert!(a.check_action(&foreign, ip("127.0.0.1")).is_err());
+        assert!(a.check_action(&foreign, Some(ip("127.0.0.1"))).is_err());
         let same = headers(&[
             ("host", "localhost:9090"),
             JSON,
             ("origin", "http://localhost:9090"),
         ]);
-        assert_eq!(a.check_action(&same, ip("127.0.0.1")), Ok(()));
+        assert_eq!(a.check_action(&same, Some(ip("127.0.0.1"))), Ok(()));
     }
 
     #[test]
     fn with_a_token_everyone_must_present_it_in_any_case_scheme() {
         let a = Access::new(Some("t0ken".into()), vec![]);
         let with = |auth: &str| headers(&[("host", "10.0.0.1:9090"), ("authorization", auth)]);
-        assert_eq!(a.check_action(&with("Bearer t0ken"), ip(REMOTE)), Ok(()));
-        assert_eq!(a.check_action(&with("bearer t0ken"), ip(REMOTE)), Ok(()));
         assert_eq!(
-            a.check_action(&with("Bearer nope"), ip(REMOTE)),
+            a.check_action(&with("Bearer t0ken"), Some(ip(REMOTE))),
+            Ok(())
+        );
+        assert_eq!(
+            a.check_action(&with("bearer t0ken"), Some(ip(REMOTE))),
+            Ok(())
+        );
+        assert_eq!(
+            a.check_action(&with("Bearer nope"), Some(ip(REMOTE))),
             Err(Denied::Forbidden("wrong token"))
         );
         assert!(matches!(
-            a.check_action(&headers(&[("host", "10.0.0.1")]), ip("127.0.0.1")),
+            a.check_action(&headers(&[("host", "10.0.0.1")]), Some(ip("127.0.0.1"))),
             Err(Denied::Unauthorized(_))
         ));
         assert!(matches!(
-            a.check_action(&with("t0ken"), ip(REMOTE)),
+            a.check_action(&with("t0ken"), Some(ip(REMOTE))),
             Err(Denied::Unauthorized(_))
         ));
+    }
+
+    #[test]
+    fn an_unknown_peer_may_act_only_with_the_token() {
+        let ok = headers(&[("host", "127.0.0.1:9090"), JSON]);
+        assert!(matches!(
+            Access::new(None, vec![]).check_action(&ok, None),
+            Err(Denied::Forbidden(_))
+        ));
+        let with = headers(&[("host", "127.0.0.1:9090"), ("authorization", "Bearer t")]);
+        assert_eq!(
+            Access::new(Some("t".into()), vec![]).check_action(&with, None),
+            Ok(())
+        );
     }
 
     #[test]
