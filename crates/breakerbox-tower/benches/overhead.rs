@@ -3,6 +3,8 @@
 //! an axum server on 127.0.0.1 through a hyper client. Every service is built once, outside
 //! the measured loop; each iteration is one `poll_ready` + `call` + completion.
 //!
+//! The peer row runs tower-resilience 0.13's circuit breaker layer on the same inner service.
+//!
 //! Run: `cargo bench -p breakerbox-tower --bench overhead -- --warm-up-time 1 --measurement-time 3`
 
 use std::convert::Infallible;
@@ -71,11 +73,14 @@ where
         _ => return None,
     }
     let mut future = pin!(service.call(request));
-    loop {
+    // Every future here is ready at once or after a few polls; a future that needs a
+    // runtime to wake it would never be: give up rather than spin.
+    for _ in 0..1_000 {
         if let Poll::Ready(result) = future.as_mut().poll(&mut cx) {
             return result.ok();
         }
     }
+    None
 }
 
 fn bench_in_process<S: Service<u64>>(group: &mut Group<'_>, name: &str, mut service: S) {
@@ -132,6 +137,19 @@ fn in_process(c: &mut Criterion) {
         "layer/closed_static+slow_call_rule",
         CircuitBreakerLayer::new(slow_rule).layer(Echo),
     );
+    // The peer: tower-resilience's circuit breaker layer, its defaults (a failure rate of
+    // 0.5 over a count window of 100), in the same run.
+    let peer = tower_resilience::circuitbreaker::CircuitBreakerLayer::builder()
+        .failure_rate_threshold(0.5)
+        .sliding_window_size(100)
+        .build()
+        .expect("a valid tower-resilience config");
+    let mut peer_service = peer.layer(Echo);
+    assert!(
+        once(&mut peer_service, 7).is_some(),
+        "tower-resilience's layer answers without a runtime"
+    );
+    bench_in_process(&mut group, "peer/tower_resilience_closed", peer_service);
     let timed = DefaultJudge.slower_than(Duration::from_secs(1));
     bench_in_process(
         &mut group,

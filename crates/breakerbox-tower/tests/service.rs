@@ -373,3 +373,41 @@ async fn service_builder_stack_with_oneshot_rejects_while_open() {
         .unwrap_err();
     assert_eq!(rejection(&error).phase(), Phase::Open);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_program_long_breaker_guards_the_layer_with_borrowed_permits() {
+    // A `&'static CircuitBreaker` is an engine of its own: permits borrow it, and the
+    // layer behaves exactly as with a shared handle.
+    let breaker: &'static CircuitBreaker<TokioClock> = Box::leak(Box::new(breaker(2)));
+    let inner = Scripted::new();
+    let mut service = CircuitBreakerLayer::new(breaker).layer(inner.clone());
+
+    assert!(ready_call(&mut service, Call::ok("a")).await.is_ok());
+    assert!(ready_call(&mut service, Call::fail("b")).await.is_err());
+    assert_eq!(breaker.phase(), Phase::Closed);
+    assert!(ready_call(&mut service, Call::fail("c")).await.is_err());
+    assert_eq!(
+        breaker.phase(),
+        Phase::Open,
+        "two failures in a row trip it"
+    );
+
+    let calls = inner.calls();
+    let error = ready_call(&mut service, Call::ok("d")).await.unwrap_err();
+    assert_eq!(rejection(&error).phase(), Phase::Open);
+    assert_eq!(
+        inner.calls(),
+        calls,
+        "an open breaker does not touch the inner service"
+    );
+
+    // A response future dropped before it completes releases its probe slot.
+    tokio::time::advance(RECOVERY).await;
+    let probe = {
+        assert!(matches!(poll_ready(&mut service), Poll::Ready(Ok(()))));
+        service.call(Call::ok("e").after(Duration::from_secs(1)))
+    };
+    drop(probe);
+    assert!(ready_call(&mut service, Call::ok("f")).await.is_ok());
+    assert_eq!(breaker.snapshot().phase, Phase::HalfOpen);
+}
