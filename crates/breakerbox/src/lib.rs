@@ -20,7 +20,10 @@
 //!   changes nothing; a dropped permit (a cancelled future) frees its slot.
 //! - **Time** comes from an injected [`Clock`]; [`ManualClock`] is public so you can test
 //!   your own code deterministically.
-//! - **No lock on the hot path**: admitting a call in closed is one atomic load.
+//! - **No lock on the hot path**: admitting a call in closed is one atomic load; recording
+//!   a success writes only the calling thread's own memory (a rate window counts it in a
+//!   per-thread lane); failures and slow calls are filed under the window's lock, and the
+//!   window's counts stay exact.
 //! - **One contract for every engine** ([`contract::Breaker`], [`contract::BreakerPermit`]):
 //!   the in-memory [`CircuitBreaker`] and the Redis engine of `breakerbox-redis` both
 //!   implement it, and the tower layer, the reqwest middleware and the keyed [`Registry`]

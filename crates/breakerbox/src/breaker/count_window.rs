@@ -259,6 +259,34 @@ mod tests {
     }
 
     #[test]
+    fn threads_beyond_the_slots_file_under_the_lock_and_lose_nothing() {
+        let threads = super::super::thread_slot::SLOTS + 16;
+        let per_thread = 500u64;
+        let w = std::sync::Arc::new(CountWindow::new(60_000, 1, 4));
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(threads));
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                let w = std::sync::Arc::clone(&w);
+                let barrier = std::sync::Arc::clone(&barrier);
+                std::thread::spawn(move || {
+                    // All threads are alive together, so some have no slot.
+                    barrier.wait();
+                    for i in 0..per_thread {
+                        w.record(4, i % 50 == 0, false);
+                    }
+                    barrier.wait();
+                })
+            })
+            .collect();
+        for handle in handles {
+            handle.join().expect("writer");
+        }
+        let c = w.counts(4);
+        assert_eq!(c.calls, threads as u64 * per_thread);
+        assert_eq!(c.failures, threads as u64 * 10);
+    }
+
+    #[test]
     fn concurrent_writers_lose_nothing() {
         let w = std::sync::Arc::new(CountWindow::new(60_000, 10, 7));
         let threads = 4;
