@@ -106,12 +106,14 @@ async fn a_trip_through_one_node_is_seen_by_another_without_sending() {
     })
     .await;
     let before = server.total_command_calls();
-    for _ in 0..100 {
+    for _ in 0..1_000 {
         let rejected = b_breaker.acquire_now_or_later().await.unwrap_err();
         assert_eq!(rejected.phase(), Phase::Open);
     }
-    // INFO itself is counted once between the two readings.
-    assert!(server.total_command_calls() - before <= 1);
+    // INFO itself is counted once between the two readings; node b may also re-read the
+    // state once after the trip's announcement (not per call: 1,000 rejections).
+    let sent = server.total_command_calls() - before;
+    assert!(sent <= 3, "1,000 rejections sent {sent} commands");
     // Another key is untouched.
     let other = b.get(&"search.example.com:443".to_string()).unwrap();
     assert!(other.acquire_now_or_later().await.is_ok());

@@ -5,6 +5,7 @@ mod count_window;
 mod engine;
 mod lanes;
 pub(crate) mod layout;
+mod padded;
 mod streak;
 mod thread_slot;
 mod time_window;

@@ -199,6 +199,9 @@ impl Drop for RedisHandle<'_> {
         };
         let breaker = self.engine.breaker();
         let calls_before = breaker.stats().redis_calls;
+        // The release runs in a task of its own; other Redis calls (a background re-read
+        // after a pub/sub message) also count in `redis_calls`, so wait for that task too.
+        let tasks_before = self.engine.runtime.metrics().num_alive_tasks();
         // A pass-through permit dropped after its disable expired also releases in Redis
         // (that closes the breaker); before the expiry it sends nothing.
         let passthrough = permit.kind() == breakerbox::model::PermitKind::Passthrough;
@@ -208,7 +211,8 @@ impl Drop for RedisHandle<'_> {
         }
         self.engine.block_on(async {
             for _ in 0..if passthrough { 20 } else { 400 } {
-                if breaker.stats().redis_calls > calls_before {
+                let released = self.engine.runtime.metrics().num_alive_tasks() <= tasks_before;
+                if breaker.stats().redis_calls > calls_before && released {
                     return;
                 }
                 tokio::time::sleep(Duration::from_millis(5)).await;

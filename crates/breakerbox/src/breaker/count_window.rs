@@ -24,6 +24,7 @@
 use std::collections::VecDeque;
 
 use super::lanes::Lanes;
+use super::padded::Padded;
 use crate::model::WindowCounts;
 use crate::sync::{lock, AtomicBool, Mutex, Ordering};
 
@@ -33,7 +34,8 @@ pub(crate) struct CountWindow {
     /// Whether the current phase's window has reached the gate (cleared by `reset`).
     ready: AtomicBool,
     lanes: Lanes,
-    log: Mutex<Log>,
+    /// Locked by every event: kept off the line of `ready`, which every success reads.
+    log: Padded<Mutex<Log>>,
 }
 
 /// A failure or slow call among the last `size` outcomes.
@@ -75,7 +77,7 @@ impl CountWindow {
             gate: u64::from(min_calls).clamp(1, size),
             ready: AtomicBool::new(false),
             lanes: Lanes::new(),
-            log: Mutex::new(Log::new(generation)),
+            log: Padded(Mutex::new(Log::new(generation))),
         }
     }
 
@@ -140,7 +142,9 @@ impl CountWindow {
             log.slow += u64::from(slow);
         }
         let counts = self.slide(&mut log, total);
-        if counts.calls >= self.gate {
+        // Written once per phase: a store on every event would take the line from the
+        // other cores, whose plain successes read it.
+        if counts.calls >= self.gate && !self.ready.load(Ordering::Relaxed) {
             self.ready.store(true, Ordering::Release);
         }
         Some(counts)

@@ -23,6 +23,7 @@
 //! bucket another thread has already started is filed in that later bucket.
 
 use super::lanes::Lanes;
+use super::padded::Padded;
 use crate::model::WindowCounts;
 use crate::sync::{lock, AtomicU64, Mutex, Ordering};
 use crate::Nanos;
@@ -35,7 +36,9 @@ pub(crate) struct TimeWindow {
     /// (0 when not known; cleared by `reset`).
     ready_until: AtomicU64,
     lanes: Lanes,
-    exact: Mutex<Buckets>,
+    /// Locked by every event: kept off the line of `ready_until`, which every success
+    /// reads.
+    exact: Padded<Mutex<Buckets>>,
 }
 
 /// One bucket: the period it counts and what it counted.
@@ -147,7 +150,7 @@ impl TimeWindow {
             gate: u64::from(min_calls).max(1),
             ready_until: AtomicU64::new(0),
             lanes: Lanes::new(),
-            exact: Mutex::new(Buckets::new(generation, len)),
+            exact: Padded(Mutex::new(Buckets::new(generation, len))),
         }
     }
 
@@ -228,8 +231,12 @@ impl TimeWindow {
         }
         let counts = self.sum(&exact, generation);
         if counts.calls >= self.gate {
+            // Written once per period: a write on every event would take the line from
+            // the other cores, whose plain successes read it.
             let until = period.saturating_add(1).saturating_mul(self.width);
-            self.ready_until.fetch_max(until, Ordering::AcqRel);
+            if until > self.ready_until.load(Ordering::Relaxed) {
+                self.ready_until.fetch_max(until, Ordering::AcqRel);
+            }
         }
         Some(counts)
     }
