@@ -63,6 +63,7 @@ mod options;
 mod pubsub;
 mod scripts;
 mod store;
+mod target;
 mod wire;
 
 pub use breaker::{
@@ -80,4 +81,5 @@ pub use store::{
     breaker_key, Answer, BatchItem, ManualOp, OutcomeArg, RedisStore, StoreError, StoreOptions,
     MAX_OVERRIDE_DURATION, STATE_FORMAT,
 };
+pub use target::{RedisConnection, RedisTarget, Topology};
 pub use wire::{reason_from_str, Reply, ReplyDecision, StoredState};

@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use breakerbox::model::PermitKind;
 use breakerbox::{Config, Nanos, Verdict};
-use redis::aio::MultiplexedConnection;
-use redis::{Client, RedisError};
+use redis::{Client, ErrorKind, RedisError, ServerErrorKind};
 
 use crate::scripts::{ScriptKind, Scripts};
+use crate::target::{RedisConnection, RedisTarget, Topology};
 use crate::wire::{
     encode_config, kind_code, micros, parse_reply, ParseError, Reply, ReplyDecision,
 };
@@ -253,6 +253,9 @@ pub struct RedisStore {
     link: Arc<Link>,
     key: String,
     channel: String,
+    /// The channel as the scripts take it: `p:` (`PUBLISH`) or `s:` (`SPUBLISH`, a
+    /// cluster's sharded pub/sub) before the name.
+    channel_arg: String,
     config_arg: String,
     /// The slow-call threshold in microseconds, as the scripts compare it.
     slow_us: Option<u64>,
@@ -282,8 +285,8 @@ pub fn breaker_key(prefix: &str, name: &str) -> String {
 /// every store made over it (every breaker of a [`RedisNode`](crate::RedisNode)).
 #[derive(Debug)]
 pub(crate) struct Link {
-    client: Client,
-    conn: Mutex<Option<MultiplexedConnection>>,
+    target: RedisTarget,
+    conn: Mutex<Option<RedisConnection>>,
     /// Held while a connection is made: callers that find none wait for the one being
     /// made instead of each opening their own.
     connecting: tokio::sync::Mutex<()>,
@@ -291,24 +294,30 @@ pub(crate) struct Link {
 }
 
 impl Link {
-    pub(crate) fn new(client: Client) -> Self {
+    pub(crate) fn new(target: RedisTarget) -> Self {
         Link {
-            client,
+            target,
             conn: Mutex::new(None),
             connecting: tokio::sync::Mutex::new(()),
             scripts: Scripts::default(),
         }
     }
 
-    pub(crate) fn client(&self) -> &Client {
-        &self.client
+    pub(crate) fn target(&self) -> &RedisTarget {
+        &self.target
     }
 }
 
 impl RedisStore {
     /// The store of breaker `name` with `config`, through `client` (nothing is sent yet).
     pub fn new(client: Client, name: &str, config: &Config, options: &StoreOptions) -> Self {
-        RedisStore::over(Arc::new(Link::new(client)), name, config, options)
+        RedisStore::on(RedisTarget::single(client), name, config, options)
+    }
+
+    /// The store of breaker `name` with `config` on `target` (one server, a cluster, a
+    /// primary behind Sentinels); nothing is sent yet.
+    pub fn on(target: RedisTarget, name: &str, config: &Config, options: &StoreOptions) -> Self {
+        RedisStore::over(Arc::new(Link::new(target)), name, config, options)
     }
 
     /// The store of breaker `name`, over a connection shared with other stores.
@@ -319,9 +328,18 @@ impl RedisStore {
         options: &StoreOptions,
     ) -> Self {
         let key = breaker_key(&options.prefix, name);
+        let channel = format!("{key}:events");
+        // A cluster's sharded pub/sub keeps a breaker's news on its shard (the scripts
+        // fall back to PUBLISH on a server without SPUBLISH).
+        let mode = if link.target().topology() == Topology::Cluster {
+            "s:"
+        } else {
+            "p:"
+        };
         RedisStore {
+            channel_arg: format!("{mode}{channel}"),
             link,
-            channel: format!("{key}:events"),
+            channel,
             key,
             config_arg: encode_config(config, options.probe_lease),
             slow_us: config.slow_call_threshold.map(micros),
@@ -362,9 +380,9 @@ impl RedisStore {
         &self.channel
     }
 
-    /// The Redis client.
-    pub fn client(&self) -> &Client {
-        &self.link.client
+    /// Where the state lives.
+    pub fn target(&self) -> &RedisTarget {
+        self.link.target()
     }
 
     /// The per-call timeout.
@@ -380,7 +398,7 @@ impl RedisStore {
         self.link.scripts.forget();
     }
 
-    async fn connection(&self) -> Result<MultiplexedConnection, RedisError> {
+    async fn connection(&self) -> Result<RedisConnection, RedisError> {
         if let Some(conn) = self.link.conn.lock().ok().and_then(|c| c.clone()) {
             return Ok(conn);
         }
@@ -388,7 +406,7 @@ impl RedisStore {
         if let Some(conn) = self.link.conn.lock().ok().and_then(|c| c.clone()) {
             return Ok(conn);
         }
-        let conn = self.link.client.get_multiplexed_async_connection().await?;
+        let conn = self.link.target.connect().await?;
         if let Ok(mut slot) = self.link.conn.lock() {
             *slot = Some(conn.clone());
         }
@@ -420,7 +438,15 @@ impl RedisStore {
     }
 
     fn failed(&self, e: RedisError) -> StoreError {
-        if e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error() {
+        // A connection to a server that is now a replica (a failover demoted it) answers
+        // READONLY: the next call connects again (and asks the Sentinels which primary).
+        let demoted = e.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly);
+        let cluster = self.link.target.topology() == Topology::Cluster;
+        // A cluster connection reconnects its nodes and follows the slots by itself.
+        if demoted
+            || (!cluster
+                && (e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error()))
+        {
             self.disconnect();
         }
         StoreError::Redis(e)
@@ -432,7 +458,7 @@ impl RedisStore {
         args.push(self.ttl_ms.clone());
         args.push(format!("{r:?}"));
         args.push(self.config_arg.clone());
-        args.push(self.channel.clone());
+        args.push(self.channel_arg.clone());
         args.extend(rest);
         args
     }
@@ -477,7 +503,12 @@ impl RedisStore {
         };
         match tokio::time::timeout(self.timeout, operation).await {
             Ok(result) => result,
-            Err(_) => Err(StoreError::Timeout(self.timeout)),
+            Err(_) => {
+                if self.link.target.drop_on_timeout() {
+                    self.disconnect();
+                }
+                Err(StoreError::Timeout(self.timeout))
+            }
         }
     }
 
