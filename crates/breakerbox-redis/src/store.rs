@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use breakerbox::model::PermitKind;
 use breakerbox::{Config, Nanos, Verdict};
+use futures_util::future::{BoxFuture, FutureExt, Shared};
 use redis::{Client, ErrorKind, RedisError, ServerErrorKind};
 
 use crate::scripts::{ScriptKind, Scripts};
@@ -283,14 +284,26 @@ pub fn breaker_key(prefix: &str, name: &str) -> String {
 
 /// One multiplexed connection to Redis and the digests of the loaded scripts, shared by
 /// every store made over it (every breaker of a [`RedisNode`](crate::RedisNode)).
-#[derive(Debug)]
 pub(crate) struct Link {
     target: RedisTarget,
     conn: Mutex<Option<RedisConnection>>,
-    /// Held while a connection is made: callers that find none wait for the one being
-    /// made instead of each opening their own.
-    connecting: tokio::sync::Mutex<()>,
+    /// The connection being made, on a task of its own: callers that find none wait for
+    /// it instead of each opening their own, and one whose operation timed out does not
+    /// cancel it (making a connection may take longer than one operation's timeout: a
+    /// TLS handshake, asking the Sentinels), so a later call finds it made.
+    connecting: Mutex<Option<Connecting>>,
     scripts: Scripts,
+}
+
+/// A connection attempt that any number of callers can await.
+type Connecting = Shared<BoxFuture<'static, Result<RedisConnection, RedisError>>>;
+
+impl fmt::Debug for Link {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Link")
+            .field("target", &self.target)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Link {
@@ -298,9 +311,37 @@ impl Link {
         Link {
             target,
             conn: Mutex::new(None),
-            connecting: tokio::sync::Mutex::new(()),
+            connecting: Mutex::new(None),
             scripts: Scripts::default(),
         }
+    }
+
+    /// The attempt under way, or a new one (an attempt that already failed is not
+    /// reused).
+    fn attempt(&self) -> Connecting {
+        let mut slot = self
+            .connecting
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(attempt) = slot.as_ref() {
+            if !matches!(attempt.peek(), Some(Err(_))) {
+                return attempt.clone();
+            }
+        }
+        let target = self.target.clone();
+        let task = tokio::spawn(async move { target.connect().await });
+        let attempt = async move {
+            task.await.unwrap_or_else(|_| {
+                Err(RedisError::from((
+                    ErrorKind::Io,
+                    "the connection task ended without a connection",
+                )))
+            })
+        }
+        .boxed()
+        .shared();
+        *slot = Some(attempt.clone());
+        attempt
     }
 
     pub(crate) fn target(&self) -> &RedisTarget {
@@ -395,6 +436,9 @@ impl RedisStore {
         if let Ok(mut conn) = self.link.conn.lock() {
             *conn = None;
         }
+        if let Ok(mut connecting) = self.link.connecting.lock() {
+            *connecting = None;
+        }
         self.link.scripts.forget();
     }
 
@@ -402,15 +446,17 @@ impl RedisStore {
         if let Some(conn) = self.link.conn.lock().ok().and_then(|c| c.clone()) {
             return Ok(conn);
         }
-        let _one_at_a_time = self.link.connecting.lock().await;
-        if let Some(conn) = self.link.conn.lock().ok().and_then(|c| c.clone()) {
-            return Ok(conn);
+        let attempt = self.link.attempt();
+        let result = attempt.clone().await;
+        if let Ok(mut connecting) = self.link.connecting.lock() {
+            if connecting.as_ref().is_some_and(|a| a.ptr_eq(&attempt)) {
+                *connecting = None;
+                if let (Ok(conn), Ok(mut slot)) = (&result, self.link.conn.lock()) {
+                    *slot = Some(conn.clone());
+                }
+            }
         }
-        let conn = self.link.target.connect().await?;
-        if let Ok(mut slot) = self.link.conn.lock() {
-            *slot = Some(conn.clone());
-        }
-        Ok(conn)
+        result
     }
 
     async fn run_once(&self, kind: ScriptKind, args: &[String]) -> Result<Reply, StoreError> {

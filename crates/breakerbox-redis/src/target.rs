@@ -1,18 +1,6 @@
 //! Where the shared state lives: one Redis server, a Redis Cluster (feature `cluster`), or
 //! the primary a set of Sentinels names (feature `sentinel`); and the connections made to
-//! it.
-//!
-//! URL forms ([`RedisTarget::parse`]):
-//!
-//! | form | what it names |
-//! |---|---|
-//! | `redis://[user:password@]host[:port][/db]` | one server (`rediss://` with the `tls` feature) |
-//! | `redis+cluster://[user:password@]host:port,host:port,...` | a Redis Cluster, through any of these seed nodes (`rediss+cluster://` with TLS) |
-//! | `redis+sentinel://[user:password@]host:port,host:port,.../service[/db]` | the primary of `service`, found through these Sentinels (default port 26379; `rediss+sentinel://` with TLS to both) |
-//!
-//! The credentials (and the database, for Sentinel) are the data nodes'; the Sentinels
-//! themselves are asked without AUTH (build a [`redis::sentinel::SentinelClient`] and use
-//! [`RedisTarget::sentinel`] for more).
+//! it. The URL forms are listed on [`RedisTarget`].
 
 use std::fmt;
 use std::sync::Arc;
@@ -24,6 +12,16 @@ use redis::{Client, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResu
 /// through Sentinels. Made from a URL ([`RedisTarget::parse`]) or from ready clients;
 /// cloning is cheap. Its `Debug` and [`Display`](fmt::Display) show addresses, never
 /// credentials.
+///
+/// | URL form | what it names |
+/// |---|---|
+/// | `redis://[user:password@]host[:port][/db]` | one server (`rediss://` with the `tls` feature) |
+/// | `redis+cluster://[user:password@]host:port,host:port,...` | a Redis Cluster, through any of these seed nodes (`rediss+cluster://` with TLS) |
+/// | `redis+sentinel://[user:password@]host:port,host:port,.../service[/db]` | the primary of `service`, found through these Sentinels (default port 26379; `rediss+sentinel://` with TLS to both) |
+///
+/// The credentials (and the database, for Sentinel) are the data nodes'; the Sentinels
+/// themselves are asked without AUTH (build a `redis::sentinel::SentinelClient` and use
+/// [`RedisTarget::sentinel`] for more).
 ///
 /// ```
 /// use breakerbox_redis::{RedisTarget, Topology};
@@ -152,7 +150,7 @@ fn with_port(host: &str, port: u16) -> String {
 }
 
 impl RedisTarget {
-    /// The target a URL names (see the [module docs](self) for the forms). Nothing is
+    /// The target a URL names (the forms are listed on [`RedisTarget`]). Nothing is
     /// sent: the URL is only checked.
     pub fn parse(url: &str) -> RedisResult<RedisTarget> {
         let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
@@ -192,15 +190,17 @@ impl RedisTarget {
         })
     }
 
-    /// The primary that `client` (a Sentinel client for the primary of a service) names,
-    /// asked again whenever a connection is made, so a failover is followed.
+    /// The primary that `client` (a Sentinel client for the primary of a service, e.g.
+    /// with AUTH for the Sentinels or certificates) names, asked again whenever a
+    /// connection is made, so a failover is followed. `shown_as` is what `Display` and
+    /// `Debug` show (the client does not tell its addresses): put no credentials in it.
     #[cfg(feature = "sentinel")]
     #[cfg_attr(docsrs, doc(cfg(feature = "sentinel")))]
-    pub fn sentinel(client: redis::sentinel::SentinelClient, description: &str) -> RedisTarget {
+    pub fn sentinel(client: redis::sentinel::SentinelClient, shown_as: &str) -> RedisTarget {
         RedisTarget {
             kind: Kind::Sentinel(Arc::new(SentinelLink {
                 client: tokio::sync::Mutex::new(client),
-                shown: description.to_string(),
+                shown: shown_as.to_string(),
             })),
         }
     }
