@@ -157,6 +157,8 @@ async fn listen_one<L: Listening>(
                                 return;
                             }
                         }
+                        // Behind Sentinels: subscribe again on the new primary.
+                        _ = target.next_failover() => break,
                     }
                 }
             }

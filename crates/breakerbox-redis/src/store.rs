@@ -293,6 +293,9 @@ pub(crate) struct Link {
     /// TLS handshake, asking the Sentinels), so a later call finds it made.
     connecting: Mutex<Option<Connecting>>,
     scripts: Scripts,
+    /// Behind Sentinels: the failovers announced when the connection was made (one
+    /// announced since makes it go).
+    failovers: AtomicU64,
 }
 
 /// A connection attempt that any number of callers can await.
@@ -313,7 +316,19 @@ impl Link {
             conn: Mutex::new(None),
             connecting: Mutex::new(None),
             scripts: Scripts::default(),
+            failovers: AtomicU64::new(0),
         }
+    }
+
+    /// Forgets the connection (and the attempt under way) and the scripts' digests.
+    fn forget(&self) {
+        if let Ok(mut conn) = self.conn.lock() {
+            *conn = None;
+        }
+        if let Ok(mut connecting) = self.connecting.lock() {
+            *connecting = None;
+        }
+        self.scripts.forget();
     }
 
     /// The attempt under way, or a new one (an attempt that already failed is not
@@ -433,16 +448,16 @@ impl RedisStore {
 
     /// Forgets the cached connection and script digests (the next call reconnects).
     pub fn disconnect(&self) {
-        if let Ok(mut conn) = self.link.conn.lock() {
-            *conn = None;
-        }
-        if let Ok(mut connecting) = self.link.connecting.lock() {
-            *connecting = None;
-        }
-        self.link.scripts.forget();
+        self.link.forget();
     }
 
     async fn connection(&self) -> Result<RedisConnection, RedisError> {
+        // Behind Sentinels, a failover announced since the connection was made: it may
+        // reach a primary that is one no more.
+        let failovers = self.link.target.failovers();
+        if self.link.failovers.swap(failovers, Ordering::AcqRel) != failovers {
+            self.link.forget();
+        }
         if let Some(conn) = self.link.conn.lock().ok().and_then(|c| c.clone()) {
             return Ok(conn);
         }

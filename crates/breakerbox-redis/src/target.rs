@@ -198,10 +198,7 @@ impl RedisTarget {
     #[cfg_attr(docsrs, doc(cfg(feature = "sentinel")))]
     pub fn sentinel(client: redis::sentinel::SentinelClient, shown_as: &str) -> RedisTarget {
         RedisTarget {
-            kind: Kind::Sentinel(Arc::new(SentinelLink {
-                client: tokio::sync::Mutex::new(client),
-                shown: shown_as.to_string(),
-            })),
+            kind: Kind::Sentinel(Arc::new(SentinelLink::new(client, shown_as.to_string()))),
         }
     }
 
@@ -262,6 +259,32 @@ impl RedisTarget {
     /// primary it reaches may have been replaced (a frozen primary never answers again).
     pub(crate) fn drop_on_timeout(&self) -> bool {
         self.topology() == Topology::Sentinel
+    }
+
+    /// Behind Sentinels: how many failovers (`+switch-master`) a Sentinel announced since
+    /// this target was first asked (a task listens from then on, while the target lives).
+    /// A connection made before the last one reaches a primary that may be one no more
+    /// (a primary that stays up takes writes until it is made a replica, which are then
+    /// lost). Always 0 for other topologies.
+    pub(crate) fn failovers(&self) -> u64 {
+        match &self.kind {
+            #[cfg(feature = "sentinel")]
+            Kind::Sentinel(link) => link.failovers(),
+            _ => 0,
+        }
+    }
+
+    /// Completes at the next failover announced behind Sentinels (never otherwise).
+    pub(crate) async fn next_failover(&self) {
+        match &self.kind {
+            #[cfg(feature = "sentinel")]
+            Kind::Sentinel(link) => {
+                let announced = link.announced.notified();
+                link.failovers();
+                announced.await;
+            }
+            _ => std::future::pending().await,
+        }
     }
 }
 
@@ -453,19 +476,106 @@ impl ClusterSeeds {
     }
 }
 
-/// A Sentinel client, asked for the primary whenever a connection is made.
+/// A Sentinel client, asked for the primary whenever a connection is made, and what a
+/// Sentinel announced of failovers.
 #[cfg(feature = "sentinel")]
 struct SentinelLink {
     client: tokio::sync::Mutex<redis::sentinel::SentinelClient>,
     /// The target as shown (addresses and service, no credentials).
     shown: String,
+    /// Failovers announced (`+switch-master`, any service of these Sentinels).
+    switches: std::sync::atomic::AtomicU64,
+    /// Woken at each announced failover.
+    announced: tokio::sync::Notify,
+    /// Whether the task listening for them runs.
+    watching: std::sync::atomic::AtomicBool,
 }
 
 #[cfg(feature = "sentinel")]
 impl SentinelLink {
+    fn new(client: redis::sentinel::SentinelClient, shown: String) -> SentinelLink {
+        SentinelLink {
+            client: tokio::sync::Mutex::new(client),
+            shown,
+            switches: std::sync::atomic::AtomicU64::new(0),
+            announced: tokio::sync::Notify::new(),
+            watching: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
     /// A client for the current primary (redis-rs checks its role before answering).
     async fn primary(&self) -> RedisResult<Client> {
         self.client.lock().await.async_get_client().await
+    }
+
+    /// The failovers announced so far; starts listening (on the current tokio runtime)
+    /// the first time.
+    fn failovers(self: &Arc<Self>) -> u64 {
+        use std::sync::atomic::Ordering;
+        if !self.watching.swap(true, Ordering::AcqRel) {
+            match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => {
+                    runtime.spawn(watch_failovers(Arc::downgrade(self)));
+                }
+                Err(_) => self.watching.store(false, Ordering::Release),
+            }
+        }
+        self.switches.load(Ordering::Acquire)
+    }
+
+    /// Subscribed to `+switch-master` on the first Sentinel that answers.
+    async fn switch_announcements(&self) -> RedisResult<redis::aio::PubSub> {
+        let sentinel = self.client.lock().await.async_get_sentinel_client().await?;
+        let mut pubsub = sentinel.get_async_pubsub().await?;
+        pubsub.subscribe("+switch-master").await?;
+        Ok(pubsub)
+    }
+}
+
+/// While `link` lives: listens to a Sentinel's `+switch-master` announcements and counts
+/// them (connections made before one are dropped by their users). Reconnects with
+/// backoff.
+#[cfg(feature = "sentinel")]
+async fn watch_failovers(link: std::sync::Weak<SentinelLink>) {
+    use futures_util::StreamExt;
+    use std::sync::atomic::Ordering;
+    use std::time::Duration;
+    let mut delay = Duration::from_millis(50);
+    loop {
+        let Some(sentinels) = link.upgrade() else {
+            return;
+        };
+        let subscribed =
+            tokio::time::timeout(Duration::from_secs(1), sentinels.switch_announcements()).await;
+        drop(sentinels);
+        if let Ok(Ok(pubsub)) = subscribed {
+            delay = Duration::from_millis(50);
+            let mut stream = pubsub.into_on_message();
+            loop {
+                tokio::select! {
+                    message = stream.next() => match (message, link.upgrade()) {
+                        (Some(_), Some(sentinels)) => {
+                            tracing::info!(
+                                target: "breakerbox_redis",
+                                redis = sentinels.shown.as_str(),
+                                "the sentinels switched the primary; reconnecting"
+                            );
+                            sentinels.switches.fetch_add(1, Ordering::AcqRel);
+                            sentinels.announced.notify_waiters();
+                        }
+                        (Some(_), None) => return,
+                        (None, _) => break,
+                    },
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {
+                        if link.strong_count() == 0 {
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_secs(2));
     }
 }
 

@@ -122,6 +122,66 @@ async fn after_a_failover_to_a_replica_behind_the_open_phase_is_restored_and_hal
         .await;
 }
 
+/// `SENTINEL FAILOVER`: the primary stays up (until the Sentinels make it a replica, it
+/// takes writes that will be lost). The breakers drop their connections when a Sentinel
+/// announces the switch, ask the Sentinels again and write to the new primary; no call
+/// blocks past the timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failover_of_a_live_primary_is_followed_to_the_promoted_replica() {
+    let set = SentinelSet::start();
+    let load = failover::Load::start(&set.url(), "sentinel-live").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let asked = set.sentinels[0]
+        .query::<String>(&["SENTINEL", "FAILOVER", sentinel::SERVICE])
+        .unwrap_or_default();
+    assert_eq!(asked, "OK", "SENTINEL FAILOVER");
+    let promoted = set.wait_promoted(Duration::from_secs(30));
+    // The old primary stays up (the Sentinels make it a replica within about 10 s): the
+    // breakers leave it on the Sentinels' `+switch-master`, not on its first READONLY.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Every node writes to the new primary now: a trip lands there.
+    let tripper = RedisBreaker::builder(set.url(), "sentinel-live-trip")
+        .config(
+            Config::builder()
+                .consecutive_failures(3)
+                .recovery_timeout(Duration::from_secs(60))
+                .build()
+                .unwrap(),
+        )
+        .timeout(failover::TIMEOUT)
+        .build()
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        tripper.acquire().await.unwrap().failure().await;
+    }
+    assert_eq!(
+        set.replica
+            .command(&["HGET", "bb:{sentinel-live-trip}", "phase"])
+            .as_deref(),
+        Some("1"),
+        "written on the promoted replica"
+    );
+    // The load's breakers (connected to the old primary before) run their scripts on
+    // the new one.
+    let before = set.replica.command_calls("evalsha");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let during = set.replica.command_calls("evalsha") - before;
+    let report = load.stop().await;
+    eprintln!("live primary failed over in {promoted:?}; {during} scripts on the new primary in 300 ms; {report}");
+    report.assert_bounded(failover::TIMEOUT + failover::MARGIN);
+    assert!(
+        during >= 20,
+        "the load's scripts run on the new primary: {during}"
+    );
+    assert!(load_back(&report));
+}
+
+/// Every node of a load is back on Redis when it stops (no panic, calls made).
+fn load_back(report: &failover::Report) -> bool {
+    report.panics == 0 && report.calls > 0
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a worker process, started by the other tests of this file"]
 async fn fleet_worker() {

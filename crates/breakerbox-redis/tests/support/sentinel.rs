@@ -27,7 +27,8 @@ pub struct Sentinel {
 }
 
 impl Sentinel {
-    fn query<T: redis::FromRedisValue>(&self, args: &[&str]) -> Option<T> {
+    /// Runs one command on this Sentinel.
+    pub fn query<T: redis::FromRedisValue>(&self, args: &[&str]) -> Option<T> {
         query(self.port, args)
     }
 }
