@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # Runs every test of the workspace: unit, integration, property (10,000 cases), loom
 # models, and doc tests. Installs what the tests need when it is missing (redis-server,
-# from Debian's packages); tests start their own redis-server processes on free ports.
+# from Debian's packages); tests start their own redis-server processes on free ports
+# (single servers, a 3-primary 3-replica Redis Cluster, a primary with a replica and
+# three Sentinels).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# redis-server for the Redis engine's tests; openssl makes the certificates of its TLS test;
-# chromium renders the dashboard page (the proxy's and breakerbox-admin's) headless.
+# redis-server for the Redis engine's tests (also run as Sentinels), redis-cli (Debian's
+# redis-tools) to join its Redis Cluster tests' nodes; openssl makes the certificates of
+# its TLS test; chromium renders the dashboard page (the proxy's and breakerbox-admin's)
+# headless.
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 # promtool (Debian package prometheus) checks the metrics exposition.

@@ -47,7 +47,9 @@ pub struct DemoArgs {
     /// with a breaker each).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub nodes: u32,
-    /// Share a breaker between the nodes through this Redis (e.g. redis://127.0.0.1:6379/).
+    /// Share a breaker between the nodes through this Redis: redis://HOST:PORT,
+    /// redis+cluster://HOST:PORT,HOST:PORT (a cluster's seeds) or
+    /// redis+sentinel://HOST:PORT,HOST:PORT/SERVICE (a primary behind Sentinels).
     #[arg(long, value_name = "URL")]
     pub redis: Option<String>,
     /// Key prefix of the shared breaker in Redis.
@@ -179,6 +181,8 @@ async fn redis_group(
     config: &Config,
 ) -> anyhow::Result<Group> {
     let changes = Arc::new(Mutex::new(Vec::new()));
+    // The URL may hold a password: printed redacted only.
+    let shown = crate::redact::url(url);
     let name = format!("demo-{}", std::process::id());
     let mut list = Vec::new();
     for node in 0..args.nodes as usize {
@@ -197,15 +201,15 @@ async fn redis_group(
             })
             .build()
             .await
-            .with_context(|| format!("cannot set up the shared breaker on {url}"))?;
+            .with_context(|| format!("cannot set up the shared breaker on {shown}"))?;
         if breaker.is_degraded() {
-            anyhow::bail!("cannot reach redis at {url}");
+            anyhow::bail!("cannot reach redis at {shown}");
         }
         if node == 0 {
             breaker
                 .reset()
                 .await
-                .with_context(|| format!("cannot reset the demo breaker on {url}"))?;
+                .with_context(|| format!("cannot reset the demo breaker on {shown}"))?;
         }
         list.push(Some(DynBreaker::new(breaker)));
     }

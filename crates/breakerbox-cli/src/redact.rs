@@ -35,5 +35,13 @@ mod tests {
         );
         assert_eq!(super::url("redis://:s3cret@host"), "redis://***@host");
         assert_eq!(super::url("user:s3cret@host"), "***@host");
+        assert_eq!(
+            super::url("redis+cluster://u:s3cret@h1:7000,h2:7001"),
+            "redis+cluster://***@h1:7000,h2:7001"
+        );
+        assert_eq!(
+            super::url("redis+sentinel://:s3cret@s1,s2:26380/main/1"),
+            "redis+sentinel://***@s1,s2:26380/main/1"
+        );
     }
 }

@@ -187,6 +187,10 @@ fn a_redis_password_in_the_config_is_never_printed() {
     for redis in [
         "rediss:/:pw-in-config-77@127.0.0.1:6379/",
         "http://user:pw-in-config-77@127.0.0.1:6379/",
+        "redis+cluster://user:pw-in-config-77@127.0.0.1:7000,127.0.0.1:notaport",
+        "redis+cluster://user:pw-in-config-77@127.0.0.1:7000/3",
+        "redis+sentinel://:pw-in-config-77@127.0.0.1:26379/",
+        "redis+sentinel://:pw-in-config-77@127.0.0.1:26379,,127.0.0.1:1/main",
     ] {
         let config = format!("redis = \"{redis}\"\n{}{upstream}", listeners());
         let (ok, stderr) = check(&dir, "redis.toml", &config);
@@ -213,4 +217,22 @@ fn a_redis_password_in_the_config_is_never_printed() {
         !stderr.contains("pw-in-config-77"),
         "the password was printed:\n{stderr}"
     );
+}
+
+#[test]
+fn one_server_a_cluster_and_sentinels_are_all_accepted_redis_urls() {
+    let dir = temp_dir("redis-forms");
+    let upstream = "[[upstream]]\nname = \"a\"\nroute = \"/\"\nurl = \"http://127.0.0.1:1\"\n";
+    for redis in [
+        "redis://127.0.0.1:6379/",
+        "redis://user:pw@127.0.0.1:6379/2",
+        "redis+cluster://127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002",
+        "redis+cluster://user:pw@10.0.0.1:7000",
+        "redis+sentinel://127.0.0.1:26379,127.0.0.1:26380/payments",
+        "redis+sentinel://:pw@sentinel.internal/payments/1",
+    ] {
+        let config = format!("redis = \"{redis}\"\n{}{upstream}", listeners());
+        let (ok, stderr) = check(&dir, "forms.toml", &config);
+        assert!(ok, "{redis} refused:\n{stderr}");
+    }
 }

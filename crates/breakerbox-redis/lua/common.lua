@@ -10,7 +10,9 @@
 -- ARGV[2]  TTL of the hash in milliseconds (refreshed on every write)
 -- ARGV[3]  jitter sample r in [0, 1), used if this operation opens the breaker
 -- ARGV[4]  the config, comma separated (see parse_config)
--- ARGV[5]  the pub/sub channel transitions are published on ("" for none), as
+-- ARGV[5]  the pub/sub channel transitions are published on ("" for none), after "p:"
+--          (PUBLISH) or "s:" (SPUBLISH: a cluster's sharded pub/sub, so the news stays on
+--          the breaker's shard; PUBLISH where the server has no SPUBLISH), as
 --          "phase,generation,remaining_us,now_us,version,incarnation,warm" (remaining
 --          -1: never; warm 1 when the closed phase's failure streak may trip soon, which
 --          is also announced when a failure makes it so). Nodes treat a message as a hint
@@ -32,7 +34,20 @@ local NEVER = math.huge
 local KEY = KEYS[1]
 local TTL = ARGV[2]
 local R = tonumber(ARGV[3]) or 0
-local CHANNEL = ARGV[5]
+local CHANNEL, SHARDED = '', false
+if ARGV[5] ~= nil and ARGV[5] ~= '' then
+  SHARDED = string.sub(ARGV[5], 1, 2) == 's:'
+  CHANNEL = string.sub(ARGV[5], 3)
+end
+
+-- Publishes `message` on the breaker's channel: sharded where asked and available.
+local function publish(message)
+  if SHARDED then
+    local sent = redis.pcall('SPUBLISH', CHANNEL, message)
+    if type(sent) ~= 'table' or not sent.err then return end
+  end
+  redis.call('PUBLISH', CHANNEL, message)
+end
 
 local function fmt(n)
   if n == NEVER then return '-1' end
@@ -556,7 +571,7 @@ local function save(S, now)
     if S.till ~= NEVER then left = math.max(0, S.till - now) end
     local w = '0'
     if warm then w = '1' end
-    redis.call('PUBLISH', CHANNEL,
+    publish(
       fmt(S.phase) .. ',' .. fmt(S.gen) .. ',' .. fmt(left) .. ',' .. fmt(now) .. ','
       .. fmt(S.ver) .. ',' .. fmt(S.inc) .. ',' .. w)
   end

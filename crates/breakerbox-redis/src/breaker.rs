@@ -129,8 +129,8 @@ pub(crate) struct Inner<C: Clock + Clone> {
 
 /// A breaker hears its channel's messages: from its own subscription, or from its node's.
 impl<C: Clock + Clone> Listening for Inner<C> {
-    fn client(&self) -> redis::Client {
-        self.store.client().clone()
+    fn target(&self) -> crate::RedisTarget {
+        self.store.target().clone()
     }
 
     fn backoff(&self) -> Backoff {
@@ -387,9 +387,11 @@ pub(crate) fn warm_at(config: &Config) -> u32 {
 }
 
 impl RedisBreaker<MonotonicClock> {
-    /// A builder for the breaker `name` on the Redis at `url` (`redis://`, `rediss://`
+    /// A builder for the breaker `name` on the Redis at `url`: `redis://` (`rediss://`
     /// with the `tls` feature, `redis://user:password@host:port/db` for AUTH and ACL
-    /// users).
+    /// users), `redis+cluster://HOST:PORT,HOST:PORT` (a Redis Cluster, feature `cluster`)
+    /// or `redis+sentinel://HOST:PORT,HOST:PORT/SERVICE` (a primary behind Sentinels,
+    /// feature `sentinel`); see [`RedisTarget::parse`](crate::RedisTarget::parse).
     pub fn builder(url: impl Into<String>, name: impl Into<String>) -> RedisBreakerBuilder {
         RedisBreakerBuilder::new(url.into(), name.into())
     }

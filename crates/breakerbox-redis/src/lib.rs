@@ -25,6 +25,10 @@
 //!   layer, the reqwest middleware and [`breakerbox::Registry`] take it as they take the
 //!   in-memory breaker; [`RedisNode`] serves any number of breakers over one connection and
 //!   one subscription per process ([`RedisNode::registry`]: one breaker per key, on demand).
+//! - One server, a Redis Cluster (feature `cluster`: `MOVED`/`ASK` followed, sharded
+//!   pub/sub on Redis 7) or a primary found through Sentinels (feature `sentinel`: a
+//!   failover followed), named by a URL or a [`RedisTarget`]; a failover is an outage
+//!   like any other, and what a promoted replica lost is given back (see the README).
 //! - Every Redis call has a timeout; when Redis is away a [`Fallback`] decides (a local
 //!   in-process breaker by default), reported once per outage, and the state is
 //!   resynchronised when Redis is back (see [`RedisBreaker`] and the README for which
@@ -52,6 +56,9 @@
 //! |---------|---------|-------------------------------------------|
 //! | `tls`   | no      | `rediss://` URLs (redis-rs with rustls)   |
 //! | `serde` | no      | `RedisOptions`: the breaker's options as a config file table (durations as text, unknown keys refused, errors naming the key), applied with `RedisBreakerBuilder::options`; serde for `breakerbox::Config` (`breakerbox/serde`) |
+//! | `cluster` | no    | `redis+cluster://` URLs and `RedisTarget::cluster`: a Redis Cluster through redis-rs's cluster-async client |
+//! | `sentinel` | no   | `redis+sentinel://` URLs and `RedisTarget::sentinel`: the primary of a service through Sentinels |
+//! | `metrics` | no    | metrics through the `metrics` facade (`describe_metrics`) |
 
 mod batch;
 mod breaker;
@@ -63,6 +70,7 @@ mod options;
 mod pubsub;
 mod scripts;
 mod store;
+mod target;
 mod wire;
 
 pub use breaker::{
@@ -80,4 +88,5 @@ pub use store::{
     breaker_key, Answer, BatchItem, ManualOp, OutcomeArg, RedisStore, StoreError, StoreOptions,
     MAX_OVERRIDE_DURATION, STATE_FORMAT,
 };
+pub use target::{RedisConnection, RedisTarget, Topology};
 pub use wire::{reason_from_str, Reply, ReplyDecision, StoredState};

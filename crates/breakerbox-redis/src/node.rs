@@ -10,8 +10,9 @@ use breakerbox::{Config, ConfigError, MonotonicClock, Registry};
 
 use crate::breaker::{BuildError, RedisBreaker, RedisBreakerBuilder};
 use crate::options::Backoff;
-use crate::pubsub::{self, Listening, Topic};
+use crate::pubsub::{self, Change, Listening, Topic};
 use crate::store::Link;
+use crate::target::{RedisTarget, Topology};
 
 /// The subscribers of one node, by channel.
 type Subscribers = Mutex<HashMap<String, Weak<dyn Listening>>>;
@@ -20,6 +21,9 @@ type Subscribers = Mutex<HashMap<String, Weak<dyn Listening>>>;
 /// subscription, shared by every breaker made from it, however many there are. Use it
 /// when a process guards many dependencies with shared breakers (one per host, per
 /// tenant): [`RedisNode::registry`] makes them on demand, and evicts idle ones.
+///
+/// On a Redis Cluster the connection is the cluster client's (one socket per node), and
+/// each breaker's channel is a sharded channel subscribed on the breaker's own shard.
 ///
 /// ```no_run
 /// use breakerbox::Config;
@@ -45,6 +49,10 @@ struct Shared {
     listening: AtomicBool,
     runtime: tokio::runtime::Handle,
     backoff: Backoff,
+    /// On a cluster: channels to add to or drop from the subscription, and the receiving
+    /// end until the subscription starts.
+    changes: tokio::sync::mpsc::UnboundedSender<Change>,
+    changes_rx: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<Change>>>,
 }
 
 impl std::fmt::Debug for RedisNode {
@@ -56,25 +64,40 @@ impl std::fmt::Debug for RedisNode {
 }
 
 impl RedisNode {
-    /// A node for the Redis at `url` (`redis://`, `rediss://` with the `tls` feature).
-    /// Nothing is sent yet; needs a tokio runtime (the node's tasks run on it).
+    /// A node for the Redis at `url`: `redis://` (`rediss://` with the `tls` feature),
+    /// `redis+cluster://HOST:PORT,HOST:PORT` (feature `cluster`) or
+    /// `redis+sentinel://HOST:PORT,HOST:PORT/SERVICE` (feature `sentinel`); see
+    /// [`RedisTarget::parse`]. Nothing is sent yet; needs a tokio runtime (the node's
+    /// tasks run on it).
     pub fn connect(url: &str) -> Result<RedisNode, BuildError> {
-        let client = redis::Client::open(url).map_err(BuildError::Url)?;
-        RedisNode::with_client(client)
+        RedisNode::on(RedisTarget::parse(url).map_err(BuildError::Url)?)
     }
 
     /// A node over a ready client (a private CA, a client certificate).
     pub fn with_client(client: redis::Client) -> Result<RedisNode, BuildError> {
+        RedisNode::on(RedisTarget::single(client))
+    }
+
+    /// A node on `target`: one server, a cluster, or a primary behind Sentinels.
+    pub fn on(target: RedisTarget) -> Result<RedisNode, BuildError> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| BuildError::NoRuntime)?;
+        let (changes, changes_rx) = tokio::sync::mpsc::unbounded_channel();
         Ok(RedisNode {
             shared: Arc::new(Shared {
-                link: Arc::new(Link::new(client)),
+                link: Arc::new(Link::new(target)),
                 subscribers: Mutex::new(HashMap::new()),
                 listening: AtomicBool::new(false),
                 runtime,
                 backoff: Backoff::default(),
+                changes,
+                changes_rx: Mutex::new(Some(changes_rx)),
             }),
         })
+    }
+
+    /// Where the node's breakers keep their state.
+    pub fn target(&self) -> &RedisTarget {
+        self.shared.link.target()
     }
 
     /// A builder for the breaker `name` on this node's connection and subscription
@@ -142,21 +165,45 @@ impl RedisNode {
 
     /// Delivers `channel`'s messages to `subscriber` (and forgets breakers that are gone).
     pub(crate) fn register(&self, channel: &str, subscriber: Weak<dyn Listening>) {
+        let cluster = self.target().topology() == Topology::Cluster;
         {
             let mut subscribers = self
                 .shared
                 .subscribers
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
-            subscribers.retain(|_, s| s.strong_count() > 0);
+            subscribers.retain(|gone, s| {
+                let live = s.strong_count() > 0;
+                if !live && cluster && gone != channel {
+                    let _ = self.shared.changes.send(Change::Unsubscribe(gone.clone()));
+                }
+                live
+            });
             subscribers.insert(channel.to_string(), subscriber);
+        }
+        if cluster {
+            let _ = self
+                .shared
+                .changes
+                .send(Change::Subscribe(channel.to_string()));
         }
         if !self.shared.listening.swap(true, Ordering::AcqRel) {
             let weak = Arc::downgrade(&self.shared);
-            let every_breaker = Topic::Pattern("*:events".to_string());
+            let every_breaker = "*:events".to_string();
+            let (topic, changes) = if cluster {
+                let changes = self
+                    .shared
+                    .changes_rx
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .take();
+                (Topic::Channels(every_breaker), changes)
+            } else {
+                (Topic::Pattern(every_breaker), None)
+            };
             self.shared
                 .runtime
-                .spawn(pubsub::listen(weak, every_breaker, None));
+                .spawn(pubsub::listen(weak, topic, None, changes));
         }
     }
 }
@@ -164,8 +211,8 @@ impl RedisNode {
 /// The node's one subscription (every breaker channel, `*:events`) delivers to its
 /// breakers by channel.
 impl Listening for Shared {
-    fn client(&self) -> redis::Client {
-        self.link.client().clone()
+    fn target(&self) -> RedisTarget {
+        self.link.target().clone()
     }
 
     fn backoff(&self) -> Backoff {
@@ -178,6 +225,28 @@ impl Listening for Shared {
 
     fn resubscribed(&self) {
         self.subscribed();
+    }
+
+    fn resubscribed_to(&self, channel: &str) {
+        let subscriber = self
+            .subscribers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(channel)
+            .and_then(Weak::upgrade);
+        if let Some(subscriber) = subscriber {
+            subscriber.resubscribed();
+        }
+    }
+
+    fn channels(&self) -> Vec<String> {
+        self.subscribers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .filter(|(_, s)| s.strong_count() > 0)
+            .map(|(channel, _)| channel.clone())
+            .collect()
     }
 }
 

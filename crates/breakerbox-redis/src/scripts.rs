@@ -1,11 +1,14 @@
 //! The Lua scripts, one file per operation, each prefixed with the shared prelude
 //! (`lua/common.lua`), loaded with `SCRIPT LOAD` and run with `EVALSHA` (reloaded on
-//! `NOSCRIPT`, e.g. after a Redis restart or `SCRIPT FLUSH`).
+//! `NOSCRIPT`, e.g. after a Redis restart, a `SCRIPT FLUSH` or a failover to a replica;
+//! on a cluster, loaded on the primary of the key's slot, and sent whole with `EVAL` when
+//! the key is on a node importing the slot).
 
 use std::sync::Mutex;
 
-use redis::aio::MultiplexedConnection;
 use redis::{ErrorKind, RedisError, ServerErrorKind, Value};
+
+use crate::target::RedisConnection;
 
 macro_rules! script {
     ($file:literal) => {
@@ -95,16 +98,15 @@ impl Scripts {
         }
     }
 
+    /// Loads the script on the server that holds `key` (on a cluster, the primary of its
+    /// slot: scripts run where their key lives, and a promoted replica has none loaded).
     async fn load(
         &self,
-        conn: &mut MultiplexedConnection,
+        conn: &mut RedisConnection,
         kind: ScriptKind,
+        key: &str,
     ) -> Result<String, RedisError> {
-        let sha: String = redis::cmd("SCRIPT")
-            .arg("LOAD")
-            .arg(kind.source())
-            .query_async(conn)
-            .await?;
+        let sha = conn.load_script(kind.source(), key).await?;
         self.set_sha(kind, Some(sha.clone()));
         Ok(sha)
     }
@@ -112,27 +114,52 @@ impl Scripts {
     /// `EVALSHA` the script with one key and `args`; on `NOSCRIPT`, load it and retry once.
     pub(crate) async fn run(
         &self,
-        conn: &mut MultiplexedConnection,
+        conn: &mut RedisConnection,
         kind: ScriptKind,
         key: &str,
         args: &[String],
     ) -> Result<Value, RedisError> {
         let sha = match self.sha(kind) {
             Some(sha) => sha,
-            None => self.load(conn, kind).await?,
+            None => self.load(conn, kind, key).await?,
         };
         match evalsha(conn, &sha, key, args).await {
-            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                let sha = self.load(conn, kind).await?;
-                evalsha(conn, &sha, key, args).await
+            Err(e) if no_script(&e) => {
+                let sha = self.load(conn, kind, key).await?;
+                match evalsha(conn, &sha, key, args).await {
+                    // Loaded where the slot's owner is, yet the key is elsewhere: its
+                    // slot is being moved (ASK sends the call to the importing node).
+                    // The source itself goes there, and is cached there for next time.
+                    Err(e) if no_script(&e) => eval(conn, kind.source(), key, args).await,
+                    other => other,
+                }
             }
             other => other,
         }
     }
 }
 
+fn no_script(e: &RedisError) -> bool {
+    e.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
+}
+
+async fn eval(
+    conn: &mut RedisConnection,
+    source: &str,
+    key: &str,
+    args: &[String],
+) -> Result<Value, RedisError> {
+    redis::cmd("EVAL")
+        .arg(source)
+        .arg(1)
+        .arg(key)
+        .arg(args)
+        .query_async(conn)
+        .await
+}
+
 async fn evalsha(
-    conn: &mut MultiplexedConnection,
+    conn: &mut RedisConnection,
     sha: &str,
     key: &str,
     args: &[String],

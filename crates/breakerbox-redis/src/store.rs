@@ -10,10 +10,11 @@ use std::time::Duration;
 
 use breakerbox::model::PermitKind;
 use breakerbox::{Config, Nanos, Verdict};
-use redis::aio::MultiplexedConnection;
-use redis::{Client, RedisError};
+use futures_util::future::{BoxFuture, FutureExt, Shared};
+use redis::{Client, ErrorKind, RedisError, ServerErrorKind};
 
 use crate::scripts::{ScriptKind, Scripts};
+use crate::target::{RedisConnection, RedisTarget, Topology};
 use crate::wire::{
     encode_config, kind_code, micros, parse_reply, ParseError, Reply, ReplyDecision,
 };
@@ -253,6 +254,9 @@ pub struct RedisStore {
     link: Arc<Link>,
     key: String,
     channel: String,
+    /// The channel as the scripts take it: `p:` (`PUBLISH`) or `s:` (`SPUBLISH`, a
+    /// cluster's sharded pub/sub) before the name.
+    channel_arg: String,
     config_arg: String,
     /// The slow-call threshold in microseconds, as the scripts compare it.
     slow_us: Option<u64>,
@@ -280,35 +284,96 @@ pub fn breaker_key(prefix: &str, name: &str) -> String {
 
 /// One multiplexed connection to Redis and the digests of the loaded scripts, shared by
 /// every store made over it (every breaker of a [`RedisNode`](crate::RedisNode)).
-#[derive(Debug)]
 pub(crate) struct Link {
-    client: Client,
-    conn: Mutex<Option<MultiplexedConnection>>,
-    /// Held while a connection is made: callers that find none wait for the one being
-    /// made instead of each opening their own.
-    connecting: tokio::sync::Mutex<()>,
+    target: RedisTarget,
+    conn: Mutex<Option<RedisConnection>>,
+    /// The connection being made, on a task of its own: callers that find none wait for
+    /// it instead of each opening their own, and one whose operation timed out does not
+    /// cancel it (making a connection may take longer than one operation's timeout: a
+    /// TLS handshake, asking the Sentinels), so a later call finds it made.
+    connecting: Mutex<Option<Connecting>>,
     scripts: Scripts,
+    /// Behind Sentinels: the failovers announced when the connection was made (one
+    /// announced since makes it go).
+    failovers: AtomicU64,
+}
+
+/// A connection attempt that any number of callers can await.
+type Connecting = Shared<BoxFuture<'static, Result<RedisConnection, RedisError>>>;
+
+impl fmt::Debug for Link {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Link")
+            .field("target", &self.target)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Link {
-    pub(crate) fn new(client: Client) -> Self {
+    pub(crate) fn new(target: RedisTarget) -> Self {
         Link {
-            client,
+            target,
             conn: Mutex::new(None),
-            connecting: tokio::sync::Mutex::new(()),
+            connecting: Mutex::new(None),
             scripts: Scripts::default(),
+            failovers: AtomicU64::new(0),
         }
     }
 
-    pub(crate) fn client(&self) -> &Client {
-        &self.client
+    /// Forgets the connection (and the attempt under way) and the scripts' digests.
+    fn forget(&self) {
+        if let Ok(mut conn) = self.conn.lock() {
+            *conn = None;
+        }
+        if let Ok(mut connecting) = self.connecting.lock() {
+            *connecting = None;
+        }
+        self.scripts.forget();
+    }
+
+    /// The attempt under way, or a new one (an attempt that already failed is not
+    /// reused).
+    fn attempt(&self) -> Connecting {
+        let mut slot = self
+            .connecting
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(attempt) = slot.as_ref() {
+            if !matches!(attempt.peek(), Some(Err(_))) {
+                return attempt.clone();
+            }
+        }
+        let target = self.target.clone();
+        let task = tokio::spawn(async move { target.connect().await });
+        let attempt = async move {
+            task.await.unwrap_or_else(|_| {
+                Err(RedisError::from((
+                    ErrorKind::Io,
+                    "the connection task ended without a connection",
+                )))
+            })
+        }
+        .boxed()
+        .shared();
+        *slot = Some(attempt.clone());
+        attempt
+    }
+
+    pub(crate) fn target(&self) -> &RedisTarget {
+        &self.target
     }
 }
 
 impl RedisStore {
     /// The store of breaker `name` with `config`, through `client` (nothing is sent yet).
     pub fn new(client: Client, name: &str, config: &Config, options: &StoreOptions) -> Self {
-        RedisStore::over(Arc::new(Link::new(client)), name, config, options)
+        RedisStore::on(RedisTarget::single(client), name, config, options)
+    }
+
+    /// The store of breaker `name` with `config` on `target` (one server, a cluster, a
+    /// primary behind Sentinels); nothing is sent yet.
+    pub fn on(target: RedisTarget, name: &str, config: &Config, options: &StoreOptions) -> Self {
+        RedisStore::over(Arc::new(Link::new(target)), name, config, options)
     }
 
     /// The store of breaker `name`, over a connection shared with other stores.
@@ -319,9 +384,18 @@ impl RedisStore {
         options: &StoreOptions,
     ) -> Self {
         let key = breaker_key(&options.prefix, name);
+        let channel = format!("{key}:events");
+        // A cluster's sharded pub/sub keeps a breaker's news on its shard (the scripts
+        // fall back to PUBLISH on a server without SPUBLISH).
+        let mode = if link.target().topology() == Topology::Cluster {
+            "s:"
+        } else {
+            "p:"
+        };
         RedisStore {
+            channel_arg: format!("{mode}{channel}"),
             link,
-            channel: format!("{key}:events"),
+            channel,
             key,
             config_arg: encode_config(config, options.probe_lease),
             slow_us: config.slow_call_threshold.map(micros),
@@ -362,9 +436,9 @@ impl RedisStore {
         &self.channel
     }
 
-    /// The Redis client.
-    pub fn client(&self) -> &Client {
-        &self.link.client
+    /// Where the state lives.
+    pub fn target(&self) -> &RedisTarget {
+        self.link.target()
     }
 
     /// The per-call timeout.
@@ -374,25 +448,30 @@ impl RedisStore {
 
     /// Forgets the cached connection and script digests (the next call reconnects).
     pub fn disconnect(&self) {
-        if let Ok(mut conn) = self.link.conn.lock() {
-            *conn = None;
-        }
-        self.link.scripts.forget();
+        self.link.forget();
     }
 
-    async fn connection(&self) -> Result<MultiplexedConnection, RedisError> {
+    async fn connection(&self) -> Result<RedisConnection, RedisError> {
+        // Behind Sentinels, a failover announced since the connection was made: it may
+        // reach a primary that is one no more.
+        let failovers = self.link.target.failovers();
+        if self.link.failovers.swap(failovers, Ordering::AcqRel) != failovers {
+            self.link.forget();
+        }
         if let Some(conn) = self.link.conn.lock().ok().and_then(|c| c.clone()) {
             return Ok(conn);
         }
-        let _one_at_a_time = self.link.connecting.lock().await;
-        if let Some(conn) = self.link.conn.lock().ok().and_then(|c| c.clone()) {
-            return Ok(conn);
+        let attempt = self.link.attempt();
+        let result = attempt.clone().await;
+        if let Ok(mut connecting) = self.link.connecting.lock() {
+            if connecting.as_ref().is_some_and(|a| a.ptr_eq(&attempt)) {
+                *connecting = None;
+                if let (Ok(conn), Ok(mut slot)) = (&result, self.link.conn.lock()) {
+                    *slot = Some(conn.clone());
+                }
+            }
         }
-        let conn = self.link.client.get_multiplexed_async_connection().await?;
-        if let Ok(mut slot) = self.link.conn.lock() {
-            *slot = Some(conn.clone());
-        }
-        Ok(conn)
+        result
     }
 
     async fn run_once(&self, kind: ScriptKind, args: &[String]) -> Result<Reply, StoreError> {
@@ -420,7 +499,15 @@ impl RedisStore {
     }
 
     fn failed(&self, e: RedisError) -> StoreError {
-        if e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error() {
+        // A connection to a server that is now a replica (a failover demoted it) answers
+        // READONLY: the next call connects again (and asks the Sentinels which primary).
+        let demoted = e.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly);
+        let cluster = self.link.target.topology() == Topology::Cluster;
+        // A cluster connection reconnects its nodes and follows the slots by itself.
+        if demoted
+            || (!cluster
+                && (e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error()))
+        {
             self.disconnect();
         }
         StoreError::Redis(e)
@@ -432,7 +519,7 @@ impl RedisStore {
         args.push(self.ttl_ms.clone());
         args.push(format!("{r:?}"));
         args.push(self.config_arg.clone());
-        args.push(self.channel.clone());
+        args.push(self.channel_arg.clone());
         args.extend(rest);
         args
     }
@@ -477,7 +564,12 @@ impl RedisStore {
         };
         match tokio::time::timeout(self.timeout, operation).await {
             Ok(result) => result,
-            Err(_) => Err(StoreError::Timeout(self.timeout)),
+            Err(_) => {
+                if self.link.target.drop_on_timeout() {
+                    self.disconnect();
+                }
+                Err(StoreError::Timeout(self.timeout))
+            }
         }
     }
 

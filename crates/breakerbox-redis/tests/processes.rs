@@ -17,7 +17,6 @@ mod fleet;
 
 use std::time::Duration;
 
-use breakerbox::Phase;
 use fleet::{reports, spawn, Dependency, TEST_WORKER_ARGS};
 use redis_server::RedisServer;
 
@@ -30,20 +29,10 @@ async fn fleet_worker() {
     fleet::worker_main().await;
 }
 
-/// The settings of both tests: 3 failures trip, 300 ms open, 2 probes, 6 successes close.
+/// The settings of both tests (`fleet::cap_settings`): 3 failures trip, 300 ms open, 2
+/// probes, 6 successes close; then `extra`.
 fn settings<'a>(extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
-    let mut env = vec![
-        ("BB_FLEET_CF", "3"),
-        ("BB_FLEET_RECOVERY_MS", "300"),
-        ("BB_FLEET_HALF_OPEN_MS", "5000"),
-        ("BB_FLEET_MAX_PROBES", "2"),
-        ("BB_FLEET_REQUIRED", "6"),
-        ("BB_FLEET_TIMEOUT_MS", "500"),
-        ("BB_FLEET_FLUSH_MS", "20"),
-        ("BB_FLEET_CALLERS", "6"),
-    ];
-    env.extend_from_slice(extra);
-    env
+    fleet::cap_settings(extra)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -94,37 +83,5 @@ async fn four_processes_ride_out_a_paused_killed_and_restarted_redis() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probes_stay_under_the_cap_across_four_processes() {
     let server = RedisServer::start();
-    let dependency = Dependency::start(false).await;
-    dependency.set_delay(Duration::from_millis(30));
-    let children = spawn(
-        WORKERS,
-        &TEST_WORKER_ARGS,
-        &server.url(),
-        &dependency.addr,
-        &settings(&[("BB_FLEET_MILLIS", "3000")]),
-    );
-    // Failing first (the breaker trips and probes fail), then healthy (probes succeed).
-    tokio::time::sleep(Duration::from_millis(900)).await;
-    let healthy_from = std::time::Instant::now();
-    dependency.set_healthy(true);
-    let reports = reports(children).await;
-    let probes: u64 = reports.iter().map(|r| r.get("probes")).sum();
-    let max = dependency.probes_max();
-    let lines: Vec<&str> = reports.iter().map(|r| r.line.as_str()).collect();
-    eprintln!("probe requests {probes}, at most {max} at once; {lines:?}");
-    assert!(
-        probes >= 2,
-        "half-open was reached and probed: {probes} probes, {lines:?}"
-    );
-    assert!(max >= 1);
-    assert!(
-        max <= MAX_PROBES,
-        "{max} concurrent probes across {WORKERS} processes (cap {MAX_PROBES})"
-    );
-    // Every process ends closed: the probes succeeded and the close reached them all.
-    for r in &reports {
-        assert_eq!(r.phase, Phase::Closed.as_str(), "{lines:?}");
-        assert_eq!(r.get("degraded"), 0, "{lines:?}");
-    }
-    assert!(dependency.calls_since(healthy_from) > dependency.probes_since(healthy_from));
+    fleet::probes_stay_under_the_cap(&server.url(), WORKERS, MAX_PROBES, &settings(&[])).await;
 }

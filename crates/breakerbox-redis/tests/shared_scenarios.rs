@@ -24,6 +24,10 @@ mod scenarios {
 #[path = "support/redis_engine.rs"]
 mod redis_engine;
 
+#[macro_use]
+#[path = "support/scenario_list.rs"]
+mod scenario_list;
+
 /// Stamps one `#[test]` per named scenario of `scenarios::shared::$module`, on the Redis
 /// engine, under the scenario's own name (in a module named after the file).
 macro_rules! on_redis {
@@ -43,53 +47,4 @@ macro_rules! on_redis {
     };
 }
 
-on_redis! {
-    half_open: [
-        half_open_admits_one_probe_when_max_probes_is_one,
-        max_probes_caps_concurrent_probes_not_total_probes,
-        two_probe_successes_are_required_to_close,
-        probe_failure_reopens_and_resets_success_count,
-        probe_failure_restarts_the_cooldown,
-        open_timeout_leads_to_half_open,
-        half_open_timeout_leads_back_to_open,
-        a_probe_result_after_the_deadline_reopens_even_if_no_acquire_noticed,
-        a_normal_permit_dropped_after_the_deadline_reopens,
-        late_result_from_older_generation_changes_nothing,
-        dropped_probe_permit_frees_its_slot,
-        ignore_only_frees_the_probe_slot,
-        slow_probe_success_reopens,
-    ]
-    closed: [
-        consecutive_failures_trip_and_a_success_ends_the_streak,
-        healthy_history_then_burst_trips_within_half_the_window,
-        fifty_percent_trips_at_exactly_half_not_one_before,
-        a_success_that_brings_the_window_to_min_calls_trips,
-        ignore_is_neither_a_call_nor_a_break_in_the_streak,
-        a_slow_failure_counts_in_both_rates_and_only_strictly_slower_is_slow,
-        latency_is_measured_through_the_breaker_clock,
-        time_window_forgets_buckets_older_than_the_window,
-        ageing_buckets_never_trip_only_a_recorded_outcome_does,
-        a_new_closed_phase_starts_with_an_empty_window_and_streak,
-        a_long_outage_does_not_blind_the_count_window,
-        a_long_outage_does_not_blind_the_time_window,
-    ]
-    backoff: [
-        backoff_grows_open_duration_and_caps,
-        the_half_open_deadline_counts_as_a_trip_for_backoff,
-        reset_clears_the_backoff,
-        // A sample a script call did not use (it opened nothing) is kept for the next
-        // call, so samples are consumed one per re-open, as in the in-memory engine.
-        jitter_only_shortens_with_injected_randomness,
-        retry_after_on_every_rejection,
-    ]
-    manual: [
-        force_open_starts_a_new_generation_only_when_the_phase_changes,
-        force_open_from_open_keeps_the_trip_count,
-        force_open_for_expiry_sends_the_next_acquire_to_half_open,
-        force_open_from_half_open_makes_its_probes_stale,
-        disable_admits_everything_and_records_nothing,
-        disable_with_expiry_closes_on_any_operation_after_it,
-        a_dropped_permit_after_disable_expiry_closes_the_breaker,
-        reset_always_starts_a_fresh_closed_generation,
-    ]
-}
+with_shared_scenarios!(on_redis);

@@ -9,7 +9,11 @@ use crate::printable::printable;
 /// Where the shared breakers live.
 #[derive(clap::Args, Debug, Clone)]
 pub struct Target {
-    /// The Redis holding the shared state (e.g. redis://127.0.0.1:6379/).
+    /// The Redis holding the shared state: redis://HOST:PORT[/DB] (rediss:// for TLS),
+    /// a cluster as redis+cluster://HOST:PORT,HOST:PORT,... (its seed nodes), or the
+    /// primary of SERVICE behind Sentinels as
+    /// redis+sentinel://HOST:PORT,HOST:PORT,.../SERVICE[/DB]; credentials as
+    /// USER:PASSWORD@ before the host(s) (never printed).
     #[arg(long, value_name = "URL")]
     pub redis: String,
     /// The key prefix the breakers were built with: breaker NAME is at `{prefix}{NAME}`.

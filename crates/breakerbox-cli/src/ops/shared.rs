@@ -6,8 +6,10 @@ use std::time::Duration;
 use anyhow::Context as _;
 use breakerbox::model::WindowCounts;
 use breakerbox::{Config, Phase};
-use breakerbox_redis::{breaker_key, Answer, ManualOp, RedisStore, ReplyDecision, StoreOptions};
-use redis::aio::MultiplexedConnection;
+use breakerbox_redis::{
+    breaker_key, Answer, ManualOp, RedisConnection, RedisStore, RedisTarget, ReplyDecision,
+    StoreOptions,
+};
 use redis::AsyncCommands;
 use serde::Serialize;
 
@@ -58,10 +60,11 @@ pub struct Row {
     pub error: Option<String>,
 }
 
-/// A connection to the Redis holding the breakers.
+/// A connection to the Redis holding the breakers (one server, a cluster, or the primary
+/// Sentinels name).
 pub struct Shared {
-    client: redis::Client,
-    conn: MultiplexedConnection,
+    target: RedisTarget,
+    conn: RedisConnection,
     prefix: String,
 }
 
@@ -83,61 +86,43 @@ async fn bounded<T>(
 impl Shared {
     /// Connects to the target's Redis.
     pub async fn connect(target: &Target) -> anyhow::Result<Shared> {
-        // The URL may hold a password: it is only ever printed redacted, and the
-        // library's own messages about it are not passed on.
+        // The URL may hold a password: it is only ever printed redacted. The library's
+        // messages about a URL name what is wrong, never the URL itself.
         let shown = redact::url(&target.redis);
-        let client = redis::Client::open(target.redis.as_str())
-            .map_err(|_| anyhow::anyhow!("invalid redis URL {shown:?}"))?;
-        let conn = bounded(
-            &format!("cannot connect to {shown}"),
-            client.get_multiplexed_async_connection(),
-        )
-        .await?;
+        let redis = RedisTarget::parse(&target.redis)
+            .map_err(|e| anyhow::anyhow!("invalid redis URL {shown:?}: {e}"))?;
+        let conn = bounded(&format!("cannot connect to {shown}"), redis.connect()).await?;
         Ok(Shared {
-            client,
+            target: redis,
             conn,
             prefix: target.prefix.clone(),
         })
     }
 
     /// The names of every breaker under the prefix, sorted, and a row for each key under
-    /// it whose name cannot be read (not UTF-8): reported, never touched.
+    /// it whose name cannot be read (not UTF-8): reported, never touched. On a cluster,
+    /// every primary is scanned.
     pub async fn list(&self) -> anyhow::Result<(Vec<String>, Vec<Row>)> {
         let pattern = format!("{}{{*}}", glob_escape(&self.prefix));
         let mut conn = self.conn.clone();
-        let mut cursor: u64 = 0;
+        let keys = conn
+            .scan_match(&pattern, 1000, TIMEOUT)
+            .await
+            .context("SCAN")?;
         let mut names = Vec::new();
         let mut odd = Vec::new();
-        // Bounded: a SCAN walk ends when the cursor comes back to 0.
-        for _ in 0..1_000_000 {
-            let (next, keys): (u64, Vec<Vec<u8>>) = bounded(
-                "SCAN",
-                redis::cmd("SCAN")
-                    .arg(cursor)
-                    .arg("MATCH")
-                    .arg(&pattern)
-                    .arg("COUNT")
-                    .arg(1000)
-                    .query_async(&mut conn),
-            )
-            .await?;
-            for key in keys {
-                match String::from_utf8(key) {
-                    Ok(key) => names.extend(self.name_of(&key)),
-                    Err(e) => {
-                        let key = escape_bytes(e.as_bytes());
-                        odd.push(Row {
-                            name: self.name_of(&key).unwrap_or_else(|| key.clone()),
-                            key,
-                            error: Some("the key is not valid UTF-8; left alone".to_owned()),
-                            ..Row::default()
-                        });
-                    }
+        for key in keys {
+            match String::from_utf8(key) {
+                Ok(key) => names.extend(self.name_of(&key)),
+                Err(e) => {
+                    let key = escape_bytes(e.as_bytes());
+                    odd.push(Row {
+                        name: self.name_of(&key).unwrap_or_else(|| key.clone()),
+                        key,
+                        error: Some("the key is not valid UTF-8; left alone".to_owned()),
+                        ..Row::default()
+                    });
                 }
-            }
-            cursor = next;
-            if cursor == 0 {
-                break;
             }
         }
         names.sort();
@@ -201,12 +186,7 @@ impl Shared {
             timeout: TIMEOUT,
             ..StoreOptions::default()
         };
-        Ok(RedisStore::new(
-            self.client.clone(),
-            name,
-            &config,
-            &options,
-        ))
+        Ok(RedisStore::on(self.target.clone(), name, &config, &options))
     }
 
     /// Reads breaker `name` (errors are reported in the row).

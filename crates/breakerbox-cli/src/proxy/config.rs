@@ -83,7 +83,7 @@ impl Default for Limits {
 /// Shared breaker state in Redis.
 #[derive(Debug)]
 pub struct RedisConfig {
-    /// `redis://...`.
+    /// `redis://...`, `redis+cluster://...` or `redis+sentinel://...`.
     pub url: String,
     /// The key prefix (the library's default when absent).
     pub prefix: Option<String>,
@@ -259,21 +259,26 @@ pub fn parse(text: &str) -> Result<ProxyConfig, Vec<String>> {
     }
 
     let redis = string(&root, "redis", "", &mut errors).and_then(|url| {
-        if url.starts_with("redis://") || url.starts_with("rediss://") {
-            Some(RedisConfig {
+        // Checked (not connected) by the engine itself, so every form it takes is taken
+        // here; its messages name what is wrong, never the URL (which may hold a password).
+        match breakerbox_redis::RedisTarget::parse(url) {
+            Ok(_) => Some(RedisConfig {
                 url: url.to_string(),
                 prefix: string(&root, "redis_prefix", "", &mut errors).map(str::to_string),
                 options: redis_options(&root, &mut errors),
-            })
-        } else {
-            errors.push(
-                "redis",
-                format_args!(
-                    "invalid value {:?}: expected a redis://HOST:PORT URL",
-                    crate::redact::url(url)
-                ),
-            );
-            None
+            }),
+            Err(e) => {
+                errors.push(
+                    "redis",
+                    format_args!(
+                        "invalid value {:?}: {e} (expected redis://HOST:PORT, \
+                         redis+cluster://HOST:PORT,HOST:PORT or \
+                         redis+sentinel://HOST:PORT,HOST:PORT/SERVICE)",
+                        crate::redact::url(url)
+                    ),
+                );
+                None
+            }
         }
     });
     if root.contains_key("redis_prefix") && !root.contains_key("redis") {

@@ -21,6 +21,7 @@ use crate::node::RedisNode;
 use crate::options::{Backoff, Fallback, Mode};
 use crate::pubsub::{self, Listening, Topic};
 use crate::store::{RedisStore, StoreOptions};
+use crate::target::{key_and_channel_share_a_slot, RedisTarget, Topology};
 
 /// Why a [`RedisBreaker`] could not be built. (An unreachable Redis is not an error: the
 /// breaker starts on its fallback and connects when Redis is there.)
@@ -31,6 +32,10 @@ pub enum BuildError {
     Config(ConfigError),
     /// The URL was refused (e.g. `rediss://` without the `tls` feature).
     Url(redis::RedisError),
+    /// The breaker's name cannot be used there: on a Redis Cluster its key and its
+    /// channel must share a non-empty hash tag (`{name}`), so the name may not be empty
+    /// nor start with `}`.
+    Name(String),
     /// `build` was called outside a tokio runtime.
     NoRuntime,
 }
@@ -42,6 +47,7 @@ impl fmt::Display for BuildError {
         match self {
             BuildError::Config(_) => f.write_str("invalid breaker config"),
             BuildError::Url(_) => f.write_str("invalid redis url"),
+            BuildError::Name(why) => write!(f, "unusable breaker name: {why}"),
             BuildError::NoRuntime => f.write_str("RedisBreaker::build needs a tokio runtime"),
         }
     }
@@ -52,7 +58,7 @@ impl std::error::Error for BuildError {
         match self {
             BuildError::Config(e) => Some(e),
             BuildError::Url(e) => Some(e),
-            BuildError::NoRuntime => None,
+            BuildError::NoRuntime | BuildError::Name(_) => None,
         }
     }
 }
@@ -61,7 +67,7 @@ impl std::error::Error for BuildError {
 pub struct RedisBreakerBuilder<C = MonotonicClock> {
     url: String,
     node: Option<RedisNode>,
-    client: Option<redis::Client>,
+    target: Option<RedisTarget>,
     name: String,
     config: Option<Config>,
     store: StoreOptions,
@@ -91,7 +97,7 @@ impl RedisBreakerBuilder<MonotonicClock> {
         RedisBreakerBuilder {
             url,
             node: None,
-            client: None,
+            target: None,
             name,
             config: None,
             store: StoreOptions::default(),
@@ -128,7 +134,14 @@ impl<C: Clock + Clone> RedisBreakerBuilder<C> {
     /// `redis::Client::build_with_tls` to trust a private CA or present a client
     /// certificate (`tls` feature).
     pub fn client(mut self, client: redis::Client) -> Self {
-        self.client = Some(client);
+        self.target = Some(RedisTarget::single(client));
+        self
+    }
+
+    /// Uses a ready target instead of the URL: one server, a Redis Cluster
+    /// ([`RedisTarget::cluster`]) or a primary behind Sentinels ([`RedisTarget::sentinel`]).
+    pub fn target(mut self, target: RedisTarget) -> Self {
+        self.target = Some(target);
         self
     }
 
@@ -213,7 +226,7 @@ impl<C: Clock + Clone> RedisBreakerBuilder<C> {
         RedisBreakerBuilder {
             url: self.url,
             node: self.node,
-            client: self.client,
+            target: self.target,
             name: self.name,
             config: self.config,
             store: self.store,
@@ -249,6 +262,7 @@ impl<C: Clock + Clone> RedisBreakerBuilder<C> {
                 Arc::downgrade(&inner),
                 channel,
                 Some(ready_tx),
+                None,
             ));
             if !inner.is_down() {
                 let wait = inner.store.timeout().max(Duration::from_millis(500));
@@ -267,7 +281,7 @@ impl<C: Clock + Clone> RedisBreakerBuilder<C> {
         let inner = self.assemble()?;
         if own_channel {
             let channel = Topic::Channel(inner.store.channel().to_string());
-            tokio::spawn(pubsub::listen(Arc::downgrade(&inner), channel, None));
+            tokio::spawn(pubsub::listen(Arc::downgrade(&inner), channel, None, None));
         }
         inner.request_refresh();
         Ok(RedisBreaker { inner })
@@ -284,14 +298,27 @@ impl<C: Clock + Clone> RedisBreakerBuilder<C> {
             Some(node) => node.runtime().clone(),
             None => tokio::runtime::Handle::try_current().map_err(|_| BuildError::NoRuntime)?,
         };
-        let store = match (&self.node, self.client) {
+        let store = match (&self.node, self.target) {
             (Some(node), _) => RedisStore::over(node.link(), &self.name, &config, &self.store),
-            (None, Some(client)) => RedisStore::new(client, &self.name, &config, &self.store),
+            (None, Some(target)) => RedisStore::on(target, &self.name, &config, &self.store),
             (None, None) => {
-                let client = redis::Client::open(self.url.as_str()).map_err(BuildError::Url)?;
-                RedisStore::new(client, &self.name, &config, &self.store)
+                let target = RedisTarget::parse(&self.url).map_err(BuildError::Url)?;
+                RedisStore::on(target, &self.name, &config, &self.store)
             }
         };
+        // A script may only touch its slot: on a cluster the channel it publishes on must
+        // share the key's hash tag.
+        if store.target().topology() == Topology::Cluster
+            && !key_and_channel_share_a_slot(store.key(), store.channel())
+        {
+            return Err(BuildError::Name(format!(
+                "on a Redis Cluster the key {:?} and the channel {:?} would hash to different \
+                 slots (an empty hash tag): use a name that is not empty and does not start \
+                 with '}}'",
+                store.key(),
+                store.channel()
+            )));
+        }
         let local_trip: Arc<Mutex<Option<&'static str>>> = Arc::new(Mutex::new(None));
         let trip_log = local_trip.clone();
         let local = CircuitBreaker::builder()

@@ -9,9 +9,11 @@
 //!    operator's last word wins).
 //! 2. Otherwise, if Redis lost the state this node knew (another incarnation: restarted
 //!    empty; or a lower version: a failover to a replica that was behind) and the node
-//!    knows an open phase or an override that still holds, it is given back: an override
-//!    is pushed as it was (with the time it has left); an open phase is restored for the
-//!    time it has left if Redis is closed (`restore_open`). Whatever the fallback policy.
+//!    knows an open phase, a half-open phase or an override that still holds, it is given
+//!    back: an override is pushed as it was (with the time it has left); an open phase is
+//!    restored for the time it has left if Redis is closed (`restore_open`); a half-open
+//!    phase (or an open phase whose time is up) is restored as an open phase that ends at
+//!    once, so the next acquire probes. Whatever the fallback policy.
 //! 3. Otherwise, if the local fallback breaker tripped during the outage (it is open or
 //!    half-open) and Redis is closed, the trip is pushed (`manual.lua trip`): Redis opens
 //!    as if its own policy had tripped. If Redis is in any other phase, Redis wins.
@@ -84,14 +86,22 @@ impl<C: Clock + Clone> Inner<C> {
     pub(crate) fn restore_op(&self, stored: &Reply) -> Option<ManualOp> {
         let view = self.view();
         let now = self.clock.now();
-        if !view.is_lost_by(&news_of(&stored.state, stored.now_us, 1)) || !view.holds_at(now) {
+        if !view.is_lost_by(&news_of(&stored.state, stored.now_us, 1)) {
             return None;
         }
+        let holds = view.holds_at(now);
         let left = view.until.map(|u| u.saturating_sub(now).as_duration());
         match view.phase {
-            Phase::Open => left.map(ManualOp::RestoreOpen),
-            Phase::ForcedOpen => Some(ManualOp::ForceOpen(left)),
-            Phase::Disabled => Some(ManualOp::Disable(left)),
+            // An open phase with the time it had left. A half-open phase (or an open one
+            // whose time is up) was not a recovery yet: it comes back as an open phase
+            // that ends at once, so the next acquire probes, `max_probes` across the
+            // fleet; the lost phase's probes are stale (a new generation).
+            Phase::Open | Phase::HalfOpen => Some(ManualOp::RestoreOpen(
+                left.filter(|_| holds && view.phase == Phase::Open)
+                    .unwrap_or(Duration::ZERO),
+            )),
+            Phase::ForcedOpen if holds => Some(ManualOp::ForceOpen(left)),
+            Phase::Disabled if holds => Some(ManualOp::Disable(left)),
             _ => None,
         }
     }

@@ -433,3 +433,63 @@ pub async fn wait_for_stored_phase(
     }
     None
 }
+
+/// The settings of the multi-process tests: 3 failures trip, 300 ms open, 2 probes, 6
+/// successes close, a 500 ms timeout, successes flushed every 20 ms, 6 callers; then
+/// `extra`.
+pub fn cap_settings<'a>(extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
+    let mut env = vec![
+        ("BB_FLEET_CF", "3"),
+        ("BB_FLEET_RECOVERY_MS", "300"),
+        ("BB_FLEET_HALF_OPEN_MS", "5000"),
+        ("BB_FLEET_MAX_PROBES", "2"),
+        ("BB_FLEET_REQUIRED", "6"),
+        ("BB_FLEET_TIMEOUT_MS", "500"),
+        ("BB_FLEET_FLUSH_MS", "20"),
+        ("BB_FLEET_CALLERS", "6"),
+    ];
+    env.extend_from_slice(extra);
+    env
+}
+
+/// The probe cap across processes, on the Redis at `redis` (one server, a cluster, a
+/// primary behind Sentinels): `workers` processes (this test binary's `fleet_worker`)
+/// share a breaker with `max_probes` (set in `settings`, with `BB_FLEET_MILLIS`) in front
+/// of a dependency that fails, then recovers. The breaker trips and probes; at no time do
+/// more than `max_probes` probe requests run at once, and every process ends closed.
+pub async fn probes_stay_under_the_cap(
+    redis: &str,
+    workers: usize,
+    max_probes: u64,
+    settings: &[(&str, &str)],
+) {
+    let dependency = Dependency::start(false).await;
+    dependency.set_delay(Duration::from_millis(30));
+    let mut env = settings.to_vec();
+    env.push(("BB_FLEET_MILLIS", "3000"));
+    let children = spawn(workers, &TEST_WORKER_ARGS, redis, &dependency.addr, &env);
+    // Failing first (the breaker trips and probes fail), then healthy (probes succeed).
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    let healthy_from = Instant::now();
+    dependency.set_healthy(true);
+    let reports = reports(children).await;
+    let probes: u64 = reports.iter().map(|r| r.get("probes")).sum();
+    let max = dependency.probes_max();
+    let lines: Vec<&str> = reports.iter().map(|r| r.line.as_str()).collect();
+    eprintln!("probe requests {probes}, at most {max} at once; {lines:?}");
+    assert!(
+        probes >= 2,
+        "half-open was reached and probed: {probes} probes, {lines:?}"
+    );
+    assert!(max >= 1);
+    assert!(
+        max <= max_probes,
+        "{max} concurrent probes across {workers} processes (cap {max_probes})"
+    );
+    // Every process ends closed: the probes succeeded and the close reached them all.
+    for r in &reports {
+        assert_eq!(r.phase, breakerbox::Phase::Closed.as_str(), "{lines:?}");
+        assert_eq!(r.get("degraded"), 0, "{lines:?}");
+    }
+    assert!(dependency.calls_since(healthy_from) > dependency.probes_since(healthy_from));
+}

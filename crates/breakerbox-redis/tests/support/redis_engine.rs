@@ -4,7 +4,11 @@
 //! current-thread tokio runtime owned by the adapter (`block_on` per operation). It is
 //! driven through the breaker contract (`breakerbox::contract`), what every integration
 //! uses.
+//!
+//! By default each engine starts its own `redis-server`; [`share`] makes every engine
+//! built afterwards a breaker of its own name on one given Redis (a cluster's URL, say).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -19,13 +23,26 @@ use tokio::runtime::Runtime;
 use crate::redis_server::RedisServer;
 use crate::scenarios::engine::{Jitter, ScenarioEngine, ScenarioPermit};
 
+/// Where engines built from now on keep their breakers: `Some(url)`, a shared Redis (each
+/// engine a breaker of its own name); `None`, a fresh server per engine.
+static SHARED: Mutex<Option<String>> = Mutex::new(None);
+
+/// Names the breakers made on a shared Redis.
+static NEXT: AtomicU64 = AtomicU64::new(0);
+
+/// Makes engines built from now on use the Redis at `url` (or their own servers).
+#[allow(dead_code)] // the single-server suite never shares
+pub(crate) fn share(url: Option<String>) {
+    *SHARED.lock().unwrap() = url;
+}
+
 /// A strict-mode `RedisBreaker<ManualClock>` with its runtime, server and event log.
 pub(crate) struct RedisEngine {
     /// `None` only while dropping (the breaker is dropped inside the runtime).
     breaker: Option<RedisBreaker<ManualClock>>,
     events: Arc<Mutex<Vec<EventKind>>>,
     runtime: Runtime,
-    _server: RedisServer,
+    _server: Option<RedisServer>,
 }
 
 impl RedisEngine {
@@ -52,14 +69,25 @@ impl ScenarioEngine for RedisEngine {
     type Permit<'a> = RedisHandle<'a>;
 
     fn build(config: ConfigBuilder, clock: &ManualClock, jitter: Option<Jitter>) -> Self {
-        let server = RedisServer::start();
+        let shared = SHARED.lock().unwrap().clone();
+        let (server, url, name) = match shared {
+            Some(url) => {
+                let n = NEXT.fetch_add(1, Ordering::Relaxed);
+                (None, url, format!("scenario-{}-{n}", std::process::id()))
+            }
+            None => {
+                let server = RedisServer::start();
+                let url = server.url();
+                (Some(server), url, "scenario".to_string())
+            }
+        };
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
         let events = Arc::new(Mutex::new(Vec::new()));
         let log = events.clone();
-        let mut builder = RedisBreaker::builder(server.url(), "scenario")
+        let mut builder = RedisBreaker::builder(url, name)
             .config(config.build().unwrap())
             .mode(Mode::Strict)
             .timeout(Duration::from_secs(2))
