@@ -85,6 +85,9 @@ pub(crate) struct Inner<C: Clock + Clone> {
     pub(crate) local: CircuitBreaker<C>,
     pub(crate) local_trip: Arc<Mutex<Option<&'static str>>>,
     pub(crate) pending_manual: Mutex<Option<ManualOp>>,
+    /// A shadow switch (rule 20) made during an outage, pushed when Redis is back, after
+    /// and apart from `pending_manual` (a switch is no phase and must not displace one).
+    pub(crate) pending_shadow: Mutex<Option<bool>>,
     /// Outcomes and releases waiting for the next batch, each with the local time it
     /// was queued (sent as its age, rule 19).
     pub(crate) batch: Mutex<Vec<(BatchItem, Nanos)>>,
@@ -502,9 +505,7 @@ impl<C: Clock + Clone> RedisBreaker<C> {
             ManualOp::Trip(_) | ManualOp::RestoreOpen(_) => {}
         }
         if inner.is_down() {
-            if let Ok(mut pending) = inner.pending_manual.lock() {
-                *pending = Some(op);
-            }
+            inner.keep_for_resync(op);
             return Err(StoreError::Unavailable);
         }
         let r = inner.sample();
@@ -514,9 +515,7 @@ impl<C: Clock + Clone> RedisBreaker<C> {
                 Ok(())
             }
             Err(error) => {
-                if let Ok(mut pending) = inner.pending_manual.lock() {
-                    *pending = Some(op);
-                }
+                inner.keep_for_resync(op);
                 inner.enter_outage(&error);
                 Err(error)
             }

@@ -218,6 +218,26 @@ async fn a_reset_made_during_an_outage_is_pushed_when_redis_is_back() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shadow_switch_made_during_an_outage_is_pushed_beside_an_override() {
+    let server = RedisServer::start();
+    let (a, _) = node(&server, "shadow-late", Mode::Strict, Fallback::FailOpen).await;
+    a.reset().await.unwrap();
+    server.pause();
+    assert!(a.acquire().await.is_ok());
+    assert!(a.is_degraded());
+    assert!(a.force_open().await.is_err(), "not in redis yet");
+    assert!(a.set_shadow(true).await.is_err(), "not in redis yet");
+    server.resume();
+    wait_for("the resync", || !a.is_degraded()).await;
+    let snapshot = a.snapshot().await.unwrap();
+    assert_eq!(
+        (snapshot.phase, snapshot.shadow),
+        (Phase::ForcedOpen, true),
+        "both were pushed: the switch did not displace the override"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn script_flush_mid_run_changes_nothing_visible() {
     let server = RedisServer::start();
     let (b, events) = node(&server, "flush", Mode::Strict, Fallback::FailClosed).await;

@@ -96,6 +96,23 @@ impl<C: Clock + Clone> Inner<C> {
         }
     }
 
+    /// Keeps a manual operation that did not reach Redis, to push when it is back: a
+    /// shadow switch apart from the phase operations.
+    pub(crate) fn keep_for_resync(&self, op: ManualOp) {
+        match op {
+            ManualOp::Shadow(on) => {
+                if let Ok(mut pending) = self.pending_shadow.lock() {
+                    *pending = Some(on);
+                }
+            }
+            op => {
+                if let Ok(mut pending) = self.pending_manual.lock() {
+                    *pending = Some(op);
+                }
+            }
+        }
+    }
+
     /// Pushes `op`, returning Redis's state after it.
     async fn push(&self, op: ManualOp) -> Result<Reply, StoreError> {
         let r = self.sample();
@@ -144,6 +161,19 @@ impl<C: Clock + Clone> Inner<C> {
                 Err(error) => {
                     if let (Some(op), Ok(mut p)) = (pending, self.pending_manual.lock()) {
                         p.get_or_insert(op);
+                    }
+                    return Err(error);
+                }
+            }
+        }
+        // Rule 20: a shadow switch made during the outage, after the phase it concerns.
+        let shadow = self.pending_shadow.lock().ok().and_then(|mut p| p.take());
+        if let Some(on) = shadow {
+            match self.push(ManualOp::Shadow(on)).await {
+                Ok(reply) => latest = reply,
+                Err(error) => {
+                    if let Ok(mut p) = self.pending_shadow.lock() {
+                        p.get_or_insert(on);
                     }
                     return Err(error);
                 }
