@@ -655,6 +655,11 @@ fn in_shadow_mode_the_breaker_trips_but_clients_still_reach_the_upstream_and_sta
     assert_eq!(b["shadow"], true);
     assert_eq!(b["shadow_rejections"], 5, "{b}");
     assert_eq!(status["transitions"][0]["reason"], "consecutive_failures");
+    let metrics = get(proxy.admin, "/metrics").body;
+    assert!(
+        metrics.contains("breakerbox_shadow_rejections_total{breaker=\"payments\"} 5"),
+        "{metrics}"
+    );
 
     // Leaving shadow mode at runtime: the open breaker rejects again.
     let reply = admin_post(proxy.admin, "/breakers/payments/unshadow", &[]);
