@@ -212,11 +212,21 @@ impl<C: Clock + Clone> RedisBreaker<C> {
         // policy: an open phase until its end, an override until it expires.
         let view = inner.view();
         let now = inner.clock.now();
+        // Rule 20: in shadow mode (as last heard) the fallback rejects nothing either; its
+        // would-be rejections are reported, not counted in Redis (it is away).
+        let refuse = |open: CircuitOpen| {
+            if view.known && view.shadow {
+                inner.emit(EventKind::ShadowRejected(open));
+                Ok(self.permit(view.generation, PermitKind::Passthrough, 0, Route::Free))
+            } else {
+                Err(inner.reject(open))
+            }
+        };
         if view.known && view.holds_at(now) {
             let retry = view.until.map(|u| u.saturating_sub(now).as_duration());
             match view.phase {
                 Phase::Open | Phase::ForcedOpen => {
-                    return Err(inner.reject(CircuitOpen::new(view.phase, retry)));
+                    return refuse(CircuitOpen::new(view.phase, retry));
                 }
                 Phase::Disabled => {
                     return Ok(self.permit(
@@ -231,13 +241,13 @@ impl<C: Clock + Clone> RedisBreaker<C> {
         }
         match inner.fallback {
             Fallback::FailOpen => Ok(self.permit(0, PermitKind::Normal, 0, Route::Free)),
-            Fallback::FailClosed => Err(inner.reject(CircuitOpen::new(Phase::Open, None))),
+            Fallback::FailClosed => refuse(CircuitOpen::new(Phase::Open, None)),
             Fallback::LocalBreaker => match inner.local.try_acquire_owned() {
                 Ok(permit) => {
                     let (generation, kind) = (permit.generation(), permit.kind());
                     Ok(self.permit(generation, kind, 0, Route::Local(Some(permit))))
                 }
-                Err(open) => Err(inner.reject(open)),
+                Err(open) => refuse(open),
             },
         }
     }
