@@ -19,11 +19,13 @@
 //! | route | what |
 //! |---|---|
 //! | `GET /`, `/dashboard` | the dashboard: one card per breaker, refreshed every second from `status`, with trip, disable and reset buttons; no external assets |
-//! | `GET /status` | JSON: `breakers` (by name: `phase`, `generation`, `window`, rates, `consecutive_failures`, `retry_after_ms`, probes, `trips`, `stale_results`, `config` with the keys of a config file, then the source's details), `transitions` (from a [`TransitionLog`]), `uptime_ms` |
+//! | `GET /status` | JSON: `breakers` (by name: `phase`, `generation`, `window`, rates, `consecutive_failures`, `retry_after_ms`, probes, `trips`, `stale_results`, `shadow` and `shadow_rejections` (rule 20), `config` with the keys of a config file, then the source's details), `transitions` (from a [`TransitionLog`]), `uptime_ms` |
 //! | `GET /metrics` | `text/plain; version=0.0.4`: your renderer's text ([`AdminServiceBuilder::metrics`]), or the gauge `breakerbox_state` of every breaker |
 //! | `POST /breakers/{name}/trip` | force open, until reset or `for` a duration |
 //! | `POST /breakers/{name}/disable` | admit everything and record nothing, until reset or `for` a duration |
-//! | `POST /breakers/{name}/reset` | a fresh closed phase, every override lifted |
+//! | `POST /breakers/{name}/reset` | a fresh closed phase, every override lifted (shadow mode is kept) |
+//! | `POST /breakers/{name}/shadow` | shadow mode on (rule 20): every rule runs, nothing is rejected, would-be rejections are counted; a shared breaker's whole fleet |
+//! | `POST /breakers/{name}/unshadow` | shadow mode off: the breaker rejects again |
 //!
 //! `{name}` is percent-encoded (`api.example.com%3A443`). `for` comes as a query
 //! parameter (`?for=10m`) or in a JSON body (`{"for": "10m"}`): a duration above zero, at

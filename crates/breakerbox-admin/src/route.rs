@@ -20,6 +20,10 @@ pub(crate) enum Action {
     Reset,
     /// Admit everything, record nothing (until reset, or for a while).
     Disable,
+    /// Shadow mode on (rule 20): every rule runs, nothing is rejected.
+    Shadow,
+    /// Shadow mode off: the breaker rejects again.
+    Unshadow,
 }
 
 impl Action {
@@ -28,6 +32,8 @@ impl Action {
             Action::Trip => "trip",
             Action::Reset => "reset",
             Action::Disable => "disable",
+            Action::Shadow => "shadow",
+            Action::Unshadow => "unshadow",
         }
     }
 
@@ -36,13 +42,15 @@ impl Action {
             "trip" => Some(Action::Trip),
             "reset" => Some(Action::Reset),
             "disable" => Some(Action::Disable),
+            "shadow" => Some(Action::Shadow),
+            "unshadow" => Some(Action::Unshadow),
             _ => None,
         }
     }
 }
 
 /// The actions, as the 404 for another one lists them.
-pub(crate) const ACTIONS: &str = "actions: trip, reset, disable";
+pub(crate) const ACTIONS: &str = "actions: trip, reset, disable, shadow, unshadow";
 
 /// What a path under the prefix names.
 #[derive(Debug, PartialEq, Eq)]
@@ -168,6 +176,12 @@ pub(crate) fn duration_for(
             "reset takes no duration (it ends every override)",
         ));
     }
+    if matches!(action, Action::Shadow | Action::Unshadow) {
+        return Err(BadParameter::new(
+            "for",
+            "shadow and unshadow take no duration (shadow lasts until unshadow)",
+        ));
+    }
     let shown: String = text.chars().take(64).collect();
     let Some(duration) = parse_duration(&text) else {
         return Err(BadParameter::new(
@@ -262,7 +276,21 @@ mod tests {
                 action: Action::Disable
             }
         );
-        assert_eq!(route("/breakers/a/shadow"), Route::UnknownAction);
+        assert_eq!(
+            route("/breakers/a/shadow"),
+            Route::Action {
+                name: "a".into(),
+                action: Action::Shadow
+            }
+        );
+        assert_eq!(
+            route("/breakers/a/unshadow"),
+            Route::Action {
+                name: "a".into(),
+                action: Action::Unshadow
+            }
+        );
+        assert_eq!(route("/breakers/a/ramp"), Route::UnknownAction);
         assert_eq!(route("/breakers/a%zz/trip"), Route::BadName);
         assert_eq!(route("/breakers/%ff/trip"), Route::BadName);
         assert_eq!(route("/breakers/a/b/trip"), Route::NotFound);

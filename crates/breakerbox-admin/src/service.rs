@@ -243,6 +243,8 @@ impl AdminService {
             (Action::Disable, None) => Box::pin(breaker.disable()),
             (Action::Disable, Some(d)) => Box::pin(breaker.disable_for(d)),
             (Action::Reset, _) => Box::pin(breaker.reset()),
+            (Action::Shadow, _) => Box::pin(breaker.set_shadow(true)),
+            (Action::Unshadow, _) => Box::pin(breaker.set_shadow(false)),
         };
         let done = match tokio::time::timeout(shared.timeout, operation).await {
             Ok(Ok(())) => Ok(()),

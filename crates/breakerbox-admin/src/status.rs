@@ -95,6 +95,8 @@ fn entry(listed: &Listed, snapshot: Result<Snapshot, String>) -> Value {
             entry.insert("probe_successes".into(), json!(s.probe_successes));
             entry.insert("trips".into(), json!(s.trips));
             entry.insert("stale_results".into(), json!(s.stale_results));
+            entry.insert("shadow".into(), json!(s.shadow));
+            entry.insert("shadow_rejections".into(), json!(s.shadow_rejections));
         }
         Err(error) => {
             entry.insert("phase".into(), json!(breaker.phase().as_str()));

@@ -162,3 +162,50 @@ fn trip_and_disable_for_a_while_show_the_time_left_and_reset_lifts_every_overrid
     assert_eq!(reply.json()["phase"], "closed");
     assert_eq!(breaker.phase(), Phase::Closed);
 }
+
+#[test]
+fn shadow_admits_what_the_breaker_would_reject_and_status_counts_it_until_unshadow() {
+    let (breaker, served) = one(None);
+    served.act("/breakers/payments/trip", &[], "");
+    assert!(breaker.try_acquire().is_err());
+
+    let reply = served.act("/breakers/payments/shadow", &[], "");
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.json()["action"], "shadow");
+    assert_eq!(
+        reply.json()["phase"],
+        "forced_open",
+        "shadow changes no phase"
+    );
+    assert!(breaker.is_shadow());
+    for _ in 0..3 {
+        assert!(
+            breaker.try_acquire().is_ok(),
+            "in shadow, nothing is rejected"
+        );
+    }
+    let p = served.json("/status")["breakers"]["payments"].clone();
+    assert_eq!(
+        (&p["shadow"], &p["shadow_rejections"]),
+        (&true.into(), &3.into()),
+        "{p}"
+    );
+
+    let reply = served.act("/breakers/payments/shadow?for=10m", &[], "");
+    assert_eq!(
+        reply.status, 400,
+        "shadow takes no duration: {}",
+        reply.body
+    );
+
+    let reply = served.act("/breakers/payments/unshadow", &[], "");
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert!(!breaker.is_shadow());
+    assert!(breaker.try_acquire().is_err());
+    let p = served.json("/status")["breakers"]["payments"].clone();
+    assert_eq!(
+        (&p["shadow"], &p["shadow_rejections"]),
+        (&false.into(), &3.into()),
+        "{p}"
+    );
+}

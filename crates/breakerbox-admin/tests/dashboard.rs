@@ -184,3 +184,51 @@ fn with_a_token_the_buttons_ask_for_it_once_and_send_it() {
     click(&mut browser, "reset");
     wait_phase(&mut browser, &payments, Phase::Closed);
 }
+
+#[test]
+fn the_shadow_button_switches_shadow_mode_and_the_card_counts_would_be_rejections() {
+    let payments = CircuitBreaker::builder().name("payments").build().unwrap();
+    let served = Served::service(
+        AdminService::builder()
+            .breaker(payments.clone())
+            .build()
+            .unwrap(),
+    );
+    let mut browser = Browser::launch(&temp_dir("shadow-profile"));
+    open(&mut browser, &format!("http://{}/", served.addr));
+    click(&mut browser, "trip");
+    wait_phase(&mut browser, &payments, Phase::ForcedOpen);
+    let shown = |browser: &mut Browser, act: &str| {
+        eventually(Duration::from_secs(15), || {
+            browser.eval(&format!(
+                "!!document.querySelector('[data-breaker=\"payments\"] button[data-act=\"{act}\"]')"
+            )) == json!(true)
+        })
+    };
+    assert!(shown(&mut browser, "shadow"), "no shadow button");
+    click(&mut browser, "shadow");
+    assert!(
+        eventually(Duration::from_secs(15), || payments.is_shadow()),
+        "the shadow button did not switch shadow mode on"
+    );
+    assert!(
+        payments.try_acquire().is_ok(),
+        "in shadow, nothing is rejected"
+    );
+    let counted = eventually(Duration::from_secs(15), || {
+        browser.eval("document.querySelector('[data-breaker=\"payments\"] dd.shadow').textContent")
+            == json!("on, 1 would-be rejections")
+    });
+    assert!(counted, "the card did not show the would-be rejection");
+    assert!(shown(&mut browser, "unshadow"), "no unshadow button");
+    click(&mut browser, "unshadow");
+    assert!(
+        eventually(Duration::from_secs(15), || !payments.is_shadow()),
+        "the unshadow button did not switch shadow mode off"
+    );
+    assert_eq!(
+        payments.phase(),
+        Phase::ForcedOpen,
+        "shadow changed no phase"
+    );
+}

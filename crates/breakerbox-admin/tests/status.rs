@@ -136,12 +136,12 @@ fn wrong_methods_are_405_with_allow_and_unknown_paths_and_actions_404() {
     let reply = request(served.addr, "DELETE", "/breakers/payments/reset", &[], b"");
     assert_eq!((reply.status, reply.header("allow")), (405, Some("POST")));
 
-    let reply = served.act("/breakers/payments/shadow", &[], "");
+    let reply = served.act("/breakers/payments/ramp", &[], "");
+    assert_eq!(reply.status, 404, "no ramp action");
     assert_eq!(
-        reply.status, 404,
-        "no shadow action until the engines have one"
+        reply.json()["detail"],
+        "actions: trip, reset, disable, shadow, unshadow"
     );
-    assert_eq!(reply.json()["detail"], "actions: trip, reset, disable");
     for path in ["/nope", "/status/", "/breakers/payments", "/breakers//trip"] {
         let reply = served.get(path);
         assert_eq!(reply.status, 404, "{path}");

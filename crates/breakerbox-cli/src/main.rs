@@ -35,6 +35,9 @@ enum Command {
     Reset(ops::ResetArgs),
     /// Disable a shared breaker (admit everything, record nothing), until reset or --for.
     Disable(ops::DisableArgs),
+    /// Put a shared breaker in shadow mode for every node (every rule runs, nothing is
+    /// rejected, would-be rejections are counted), or take it out with --off.
+    Shadow(ops::ShadowArgs),
 }
 
 /// An error that ends the program with a chosen exit code (e.g. 2 for a malformed trace
@@ -83,6 +86,7 @@ fn main() -> std::process::ExitCode {
         Command::Trip(args) => ops::trip(args),
         Command::Reset(args) => ops::reset(args),
         Command::Disable(args) => ops::disable(args),
+        Command::Shadow(args) => ops::shadow(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -1,4 +1,5 @@
-//! `breakerbox status | trip | reset | disable`: operate breakers shared through Redis.
+//! `breakerbox status | trip | reset | disable | shadow`: operate breakers shared through
+//! Redis.
 //!
 //! Breakers are found by `SCAN` over `{prefix}{*}` (the hash of breaker `NAME` is
 //! `{prefix}{NAME}`); each is read with the engine's read script and changed with its
@@ -13,7 +14,7 @@ use breakerbox_redis::ManualOp;
 
 use crate::printable::printable;
 use crate::redact;
-pub use args::{DisableArgs, ResetArgs, StatusArgs, Target, TripArgs};
+pub use args::{DisableArgs, ResetArgs, ShadowArgs, StatusArgs, Target, TripArgs};
 use shared::Shared;
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
@@ -98,6 +99,16 @@ pub fn trip(args: TripArgs) -> anyhow::Result<()> {
 /// Runs `breakerbox reset NAME`: back to a fresh closed phase.
 pub fn reset(args: ResetArgs) -> anyhow::Result<()> {
     manual(&args.target, &args.name, ManualOp::Reset, args.create)
+}
+
+/// Runs `breakerbox shadow NAME [--off]`: switches shadow mode (rule 20) for the fleet.
+pub fn shadow(args: ShadowArgs) -> anyhow::Result<()> {
+    manual(
+        &args.target,
+        &args.name,
+        ManualOp::Shadow(!args.off),
+        args.create,
+    )
 }
 
 /// Runs `breakerbox disable NAME [--for DURATION]`: admit every call, record nothing.

@@ -205,6 +205,13 @@ fn write_text(out: &mut impl Write, summary: &Summary, args: &ReplayArgs) -> std
         "  calls rejected             {:>8}   ({} of them would have failed)",
         s.rejected, s.rejected_would_fail
     )?;
+    if s.shadow_rejections > 0 {
+        writeln!(
+            out,
+            "  shadow: would-be rejected  {:>8}   (admitted in shadow mode; {} of them failed)",
+            s.shadow_rejections, s.shadow_rejections_failed
+        )?;
+    }
     let reasons: Vec<String> = s
         .failures_by_reason
         .iter()

@@ -207,3 +207,37 @@ fn an_unreachable_redis_fails_with_a_message() {
         stderr(&output)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shadow_puts_a_shared_breaker_in_shadow_for_every_node_until_off() {
+    let redis = RedisServer::start();
+    let payments = node(&redis, "payments", "bb:").await;
+    let rows = json(&ops(&redis, &["trip", "payments", "--create", "--json"]));
+    assert_eq!(rows[0]["shadow"], false);
+    assert_eq!(
+        payments.acquire().await.unwrap_err().phase(),
+        Phase::ForcedOpen
+    );
+
+    let rows = json(&ops(&redis, &["shadow", "payments", "--json"]));
+    assert_eq!(rows[0]["shadow"], true);
+    assert_eq!(rows[0]["phase"], "forced_open", "shadow changes no phase");
+    for _ in 0..2 {
+        let permit = payments
+            .acquire()
+            .await
+            .expect("in shadow, nothing is rejected");
+        permit.record(Verdict::Failure).await;
+    }
+    let rows = json(&ops(&redis, &["status", "payments", "--json"]));
+    assert_eq!(rows[0]["shadow_rejections"], 2);
+    let table = stdout(&ops(&redis, &["status", "payments"]));
+    assert!(table.contains("on (2 would-be rejections)"), "{table}");
+
+    let rows = json(&ops(&redis, &["shadow", "payments", "--off", "--json"]));
+    assert_eq!(rows[0]["shadow"], false);
+    assert_eq!(
+        payments.acquire().await.unwrap_err().phase(),
+        Phase::ForcedOpen
+    );
+}

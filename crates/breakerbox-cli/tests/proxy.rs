@@ -629,3 +629,41 @@ fn upstream_connections_are_kept_alive_and_shared_by_concurrent_requests() {
         230
     );
 }
+
+#[test]
+fn in_shadow_mode_the_breaker_trips_but_clients_still_reach_the_upstream_and_status_counts_it() {
+    let upstream = Upstream::start();
+    upstream.answer(500, "boom");
+    let dir = temp_dir("shadow");
+    let config = format!(
+        "{}\n[[upstream]]\nname = \"payments\"\nroute = \"/payments/\"\nurl = \"{}\"\nmode = \"shadow\"\n[upstream.breaker]\nconsecutive_failures = 3\nrecovery_timeout = \"30s\"\n",
+        listeners(),
+        upstream.url()
+    );
+    let proxy = ProxyProcess::start(&dir, &config);
+    for _ in 0..8 {
+        let reply = get(proxy.addr, "/payments/charge");
+        assert_eq!(reply.status, 500, "every call reaches the upstream");
+        assert_eq!(reply.body, "boom");
+    }
+    assert_eq!(upstream.count(), 8, "nothing was rejected");
+
+    let status = proxy.status();
+    let b = &status["breakers"]["payments"];
+    assert_eq!(b["phase"], "open", "the breaker tripped as usual: {b}");
+    assert_eq!(b["trips"], 1);
+    assert_eq!(b["shadow"], true);
+    assert_eq!(b["shadow_rejections"], 5, "{b}");
+    assert_eq!(status["transitions"][0]["reason"], "consecutive_failures");
+    let metrics = get(proxy.admin, "/metrics").body;
+    assert!(
+        metrics.contains("breakerbox_shadow_rejections_total{breaker=\"payments\"} 5"),
+        "{metrics}"
+    );
+
+    // Leaving shadow mode at runtime: the open breaker rejects again.
+    let reply = admin_post(proxy.admin, "/breakers/payments/unshadow", &[]);
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(get(proxy.addr, "/payments/charge").status, 503);
+    assert_eq!(upstream.count(), 8);
+}

@@ -236,3 +236,27 @@ fn one_server_a_cluster_and_sentinels_are_all_accepted_redis_urls() {
         assert!(ok, "{redis} refused:\n{stderr}");
     }
 }
+
+#[test]
+fn an_upstream_mode_is_enforce_or_shadow_and_never_contradicts_its_breaker() {
+    let dir = temp_dir("mode");
+    let base = with_url("http://127.0.0.1:3000");
+    let (ok, stderr) = check(&dir, "shadow.toml", &format!("{base}mode = \"shadow\"\n"));
+    assert!(ok, "{stderr}");
+    let (ok, stderr) = check(&dir, "bad.toml", &format!("{base}mode = \"dry-run\"\n"));
+    assert!(!ok);
+    assert!(
+        stderr.contains("upstream[0].mode: invalid value \"dry-run\""),
+        "{stderr}"
+    );
+    let (ok, stderr) = check(
+        &dir,
+        "both.toml",
+        &format!("{base}mode = \"enforce\"\n[upstream.breaker]\nshadow = true\n"),
+    );
+    assert!(!ok);
+    assert!(
+        stderr.contains("upstream[0].mode: contradicts breaker.shadow"),
+        "{stderr}"
+    );
+}

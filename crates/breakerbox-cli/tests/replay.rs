@@ -203,3 +203,29 @@ fn a_bad_config_names_the_key() {
     assert!(err.contains("breaker.failure_rate"), "{err}");
     assert!(err.contains("1.5"), "{err}");
 }
+
+/// The same outage in shadow mode (rule 20): the same transitions as above, the 600
+/// would-be rejections admitted and counted. Of them, those sent before 15 s are 503s:
+/// 200 + 200 + 93 (14.070..=14.990 s); so every one of the trace's 500 failures is let
+/// through.
+#[test]
+fn in_shadow_mode_the_same_outage_makes_the_same_transitions_and_counts_would_be_rejections() {
+    let dir = scratch("shadow-outage");
+    let config = file(&dir, "config.toml", &format!("{CONFIG}shadow = true\n"));
+    let trace = file(&dir, "trace.csv", &outage_trace());
+    let v = json(&run(&["replay", "--config", &config, &trace, "--json"]));
+    assert_eq!(
+        (&v["trips"], &v["reopens"], &v["closes"]),
+        (&1.into(), &2.into(), &1.into())
+    );
+    assert_eq!(v["rejected"], 0);
+    assert_eq!(v["shadow_rejections"], 600);
+    assert_eq!(v["shadow_rejections_failed"], 493);
+    assert_eq!(v["failed_let_through"], 500);
+    assert_eq!(v["probes"], 4);
+    let text = stdout(&run(&["replay", "--config", &config, &trace]));
+    assert!(
+        text.contains("shadow: would-be rejected       600"),
+        "{text}"
+    );
+}

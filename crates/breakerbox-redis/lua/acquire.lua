@@ -7,7 +7,7 @@ if not S then return repaired end
 apply_due(S, now)
 local tok = ARGV[6]
 if tok == nil or tok == '' then tok = '0' end
-local d = acquire(S, now, tok)
+local d = shadowed(S, acquire(S, now, tok))
 if corrupt then return repair(corrupt, now) end
 if #transitions > 0 or (d[1] == 'admit' and d[3] == PROBE) or S.dirty then save(S, now) end
 return answer(S, now, d)

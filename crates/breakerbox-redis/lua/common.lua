@@ -75,8 +75,9 @@ local function now_us()
 end
 
 -- cf, wk, wsize, wwidth, wbuckets, fppm, sppm, minc, slow, rec, mult, maxo, jit, maxp, reqs, hot,
--- lease. cf/fppm/sppm 0 = rule absent; slow -1 = no threshold; wk is n (none), c (count)
--- or t (time); lease is a probe slot's lease in microseconds.
+-- lease, shadow. cf/fppm/sppm 0 = rule absent; slow -1 = no threshold; wk is n (none), c
+-- (count) or t (time); lease is a probe slot's lease in microseconds; shadow 1 = the
+-- config starts in shadow mode (rule 20; the stored switch, once set, wins).
 local function parse_config(s)
   local f = {}
   for part in string.gmatch(s, '([^,]+)') do f[#f + 1] = part end
@@ -87,6 +88,7 @@ local function parse_config(s)
     mult = tonumber(f[11]), maxo = tonumber(f[12]), jit = tonumber(f[13]),
     maxp = tonumber(f[14]), reqs = tonumber(f[15]), hot = tonumber(f[16]),
     lease = tonumber(f[17]) or 2000000,
+    shadow = f[18] == '1',
   }
   c.wsig = c.wk .. ':' .. f[3] .. ':' .. f[4] .. ':' .. f[5]
   return c
@@ -142,13 +144,14 @@ end
 local FORMAT = '2'
 local FIELDS = { 'v', 'phase', 'gen', 'since', 'until', 'trips', 'inflight', 'psucc',
   'streak', 'rpos', 'rlen', 'cc', 'cf', 'cs', 'we', 'exp', 'ver', 'inc', 'wsig', 'leases',
-  'ss' }
-local WSIG_AT, LEASES_AT, SS_AT = 19, 20, 21
+  'ss', 'shadow', 'shrej' }
+local WSIG_AT, LEASES_AT, SS_AT, SHADOW_AT, SHREJ_AT = 19, 20, 21, 22, 23
 
 local function fresh()
   return { phase = CLOSED, gen = 0, since = 0, till = 0, trips = 0, inflight = 0,
     psucc = 0, streak = 0, ss = 0, rpos = 0, rlen = 0, cc = 0, cf = 0, cs = 0, we = 0, exp = -1,
-    ver = 0, inc = 0, wsig = C.wsig, leases = {}, exists = false }
+    ver = 0, inc = 0, wsig = C.wsig, leases = {}, exists = false,
+    shadow = C.shadow, shraw = nil, shrej = 0 }
 end
 
 -- "token:deadline,..." -> { {tok = "token", dl = deadline}, ... }, or nil if malformed.
@@ -220,6 +223,20 @@ local function load()
   if v[SS_AT] ~= false then
     S.ss = nonneg(v[SS_AT])
     if S.ss == nil then return nil, 'field ss is ' .. tostring(v[SS_AT]) end
+  end
+  -- Rule 20: `shadow` is absent until an operator sets it (then the config decides);
+  -- `shrej` counts would-be rejections.
+  S.shraw, S.shadow, S.shrej = nil, C.shadow, 0
+  if v[SHADOW_AT] ~= false then
+    if v[SHADOW_AT] ~= '0' and v[SHADOW_AT] ~= '1' then
+      return nil, 'field shadow is ' .. tostring(v[SHADOW_AT])
+    end
+    S.shraw = v[SHADOW_AT]
+    S.shadow = S.shraw == '1'
+  end
+  if v[SHREJ_AT] ~= false then
+    S.shrej = nonneg(v[SHREJ_AT])
+    if S.shrej == nil then return nil, 'field shrej is ' .. tostring(v[SHREJ_AT]) end
   end
   if #S.leases ~= S.inflight then
     return nil, 'field inflight is ' .. S.inflight .. ' for ' .. #S.leases .. ' leases'
@@ -364,6 +381,8 @@ end
 -- Transitions (model::ModelState).
 
 local transitions = {}
+-- Set by a change other nodes must hear of that is no transition (a shadow switch).
+local announce = false
 
 local function transition(S, from, reason)
   transitions[#transitions + 1] = { from, S.phase, S.gen, reason }
@@ -465,6 +484,16 @@ local function acquire(S, now, tok)
   return { 'reject', S.phase, math.max(0, S.till - now), '0' }
 end
 
+-- Rule 20: in shadow mode, an acquire that would reject (after its transitions) admits a
+-- passthrough permit instead and counts a would-be rejection. The reply's head says what
+-- the rejection would have been: { 'shadow', gen, phase, retry_after }.
+local function shadowed(S, d)
+  if d[1] ~= 'reject' or not S.shadow then return d end
+  S.shrej = S.shrej + 1
+  S.dirty = true
+  return { 'shadow', S.gen, d[2], d[3] }
+end
+
 -- A probe's outcome or release counts only while its lease is live.
 -- Rule 19: a failure extends the streak (which began at its earliest completion); a
 -- success ends it unless it completed before the streak began, while that start is not in
@@ -550,7 +579,11 @@ local function save(S, now)
     'psucc', fmt(S.psucc), 'streak', fmt(S.streak), 'ss', fmt(S.ss), 'rpos', fmt(S.rpos),
     'rlen', fmt(S.rlen), 'cc', fmt(S.cc), 'cf', fmt(S.cf), 'cs', fmt(S.cs),
     'we', fmt(S.we), 'wsig', S.wsig, 'exp', fmt(S.exp), 'ver', fmt(S.ver),
-    'inc', fmt(S.inc), 'leases', encode_leases(S.leases) }
+    'inc', fmt(S.inc), 'leases', encode_leases(S.leases), 'shrej', fmt(S.shrej) }
+  if S.shraw ~= nil then
+    args[#args + 1] = 'shadow'
+    args[#args + 1] = S.shraw
+  end
   if ring_dirty and C.wk == 'c' then
     local digits = {}
     for i = 0, S.rlen - 1 do digits[i + 1] = ring[i] end
@@ -566,7 +599,7 @@ local function save(S, now)
   redis.call('HSET', KEY, unpack(args))
   if refresh or not S.exists then redis.call('PEXPIRE', KEY, TTL) end
   local warm = S.phase == CLOSED and S.streak >= WARM_AT
-  if CHANNEL ~= '' and (#transitions > 0 or (warmed and warm)) then
+  if CHANNEL ~= '' and (#transitions > 0 or (warmed and warm) or announce) then
     local left = -1
     if S.till ~= NEVER then left = math.max(0, S.till - now) end
     local w = '0'
@@ -578,14 +611,15 @@ local function save(S, now)
 end
 
 -- The reply: { 4 head items, phase, gen, since, until, trips, inflight, psucc, streak,
---              ss, ver, inc, now, #transitions, (from, to, gen, reason)... }
+--              ss, ver, inc, now, shadow (0/1), shrej, #transitions,
+--              (from, to, gen, reason)... }
 local function answer(S, now, head)
   local out = {}
   for _, v in ipairs(head) do out[#out + 1] = v end
   local till = S.till
   if till == NEVER then till = -1 end
   local tail = { S.phase, S.gen, S.since, till, S.trips, S.inflight, S.psucc, S.streak,
-    S.ss, S.ver, S.inc, now, #transitions }
+    S.ss, S.ver, S.inc, now, S.shadow and 1 or 0, S.shrej, #transitions }
   for _, v in ipairs(tail) do out[#out + 1] = v end
   for _, t in ipairs(transitions) do
     out[#out + 1] = t[1]

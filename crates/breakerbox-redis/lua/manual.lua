@@ -1,12 +1,14 @@
 -- manual: operator control (model: ForceOpen / Disable / Reset), plus what a node pushes
 -- when Redis comes back after an outage.
--- ARGV[6] = force_open | disable | reset | trip | restore_open,
+-- ARGV[6] = force_open | disable | reset | trip | restore_open | shadow,
 -- ARGV[7] = duration in us or "" (none: until reset); for trip: the reason the local
 -- breaker tripped; for restore_open: the time left of the open phase, in us.
 -- `trip` pushes an open phase tripped elsewhere (a node's fallback breaker during an
 -- outage): a Closed breaker re-opens as if its policy tripped; any other phase wins.
 -- `restore_open` gives back an open phase Redis lost (restarted empty, or failed over to
 -- a replica behind): a Closed breaker opens for the time left; any other phase wins.
+-- `shadow` (ARGV[7] = 1 or 0) switches shadow mode (rule 20): no transition, but other
+-- nodes hear of it on the channel.
 -- Manual operations do not apply what is due first (as in the model).
 -- A corrupt value is repaired by `load_or_repair` (common.lua), as in every script.
 local now = now_us()
@@ -24,6 +26,16 @@ if op == 'trip' or op == 'restore_open' then
     end
     save(S, now)
   end
+  return answer(S, now, { 'done', 0, 0, 0 })
+end
+if op == 'shadow' then
+  if ARGV[7] ~= '1' and ARGV[7] ~= '0' then
+    return { 'error', 'shadow takes 1 or 0, not ' .. tostring(ARGV[7]) }
+  end
+  S.shraw = ARGV[7]
+  S.shadow = ARGV[7] == '1'
+  announce = true
+  save(S, now)
   return answer(S, now, { 'done', 0, 0, 0 })
 end
 local till = NEVER

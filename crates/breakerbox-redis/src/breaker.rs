@@ -85,6 +85,9 @@ pub(crate) struct Inner<C: Clock + Clone> {
     pub(crate) local: CircuitBreaker<C>,
     pub(crate) local_trip: Arc<Mutex<Option<&'static str>>>,
     pub(crate) pending_manual: Mutex<Option<ManualOp>>,
+    /// A shadow switch (rule 20) made during an outage, pushed when Redis is back, after
+    /// and apart from `pending_manual` (a switch is no phase and must not displace one).
+    pub(crate) pending_shadow: Mutex<Option<bool>>,
     /// Outcomes and releases waiting for the next batch, each with the local time it
     /// was queued (sent as its age, rule 19).
     pub(crate) batch: Mutex<Vec<(BatchItem, Nanos)>>,
@@ -277,6 +280,10 @@ impl<C: Clock + Clone> Inner<C> {
             breakerbox::metrics::set_phase(&self.name, news.phase);
         }
         if accepted {
+            // Rule 20: the fallback breaker follows the fleet's shadow switch.
+            if self.local.is_shadow() != news.shadow {
+                self.local.set_shadow(news.shadow);
+            }
             // Only accepted news counts as fresh: nothing refused can starve the refresh.
             self.last_news.store(now.as_u64(), Ordering::Release);
         } else if lost {
@@ -374,6 +381,7 @@ pub(crate) fn news_of(state: &StoredState, now_us: u64, warm_at: u32) -> News {
         warm: state.consecutive_failures >= warm_at,
         version: state.version,
         incarnation: state.incarnation,
+        shadow: state.shadow,
     }
 }
 
@@ -492,12 +500,14 @@ impl<C: Clock + Clone> RedisBreaker<C> {
                 inner.local.reset();
                 inner.set_view(|v| v.with_phase(Phase::Closed, None));
             }
+            ManualOp::Shadow(on) => {
+                inner.local.set_shadow(on);
+                inner.set_view(|v| View { shadow: on, ..*v });
+            }
             ManualOp::Trip(_) | ManualOp::RestoreOpen(_) => {}
         }
         if inner.is_down() {
-            if let Ok(mut pending) = inner.pending_manual.lock() {
-                *pending = Some(op);
-            }
+            inner.keep_for_resync(op);
             return Err(StoreError::Unavailable);
         }
         let r = inner.sample();
@@ -507,9 +517,7 @@ impl<C: Clock + Clone> RedisBreaker<C> {
                 Ok(())
             }
             Err(error) => {
-                if let Ok(mut pending) = inner.pending_manual.lock() {
-                    *pending = Some(op);
-                }
+                inner.keep_for_resync(op);
                 inner.enter_outage(&error);
                 Err(error)
             }
@@ -541,9 +549,22 @@ impl<C: Clock + Clone> RedisBreaker<C> {
         self.manual(ManualOp::Disable(Some(duration))).await
     }
 
-    /// Back to a fresh closed phase on every node (and locally, at once).
+    /// Back to a fresh closed phase on every node (and locally, at once). Shadow mode
+    /// and its count are kept.
     pub async fn reset(&self) -> Result<(), StoreError> {
         self.manual(ManualOp::Reset).await
+    }
+
+    /// Switches shadow mode on or off for every node (rule 20): the switch is stored in
+    /// the shared hash and announced on the channel. In shadow mode every rule and
+    /// transition runs as usual, but a call that would be rejected is admitted (with a
+    /// passthrough permit, recording nothing), counted in Redis
+    /// ([`Snapshot::shadow_rejections`], fleet-wide) and reported as
+    /// [`EventKind::ShadowRejected`]. While its view would reject, a node asks Redis for
+    /// every call (the script decides and counts), so a shadowed breaker that would be
+    /// open costs a round trip per call.
+    pub async fn set_shadow(&self, on: bool) -> Result<(), StoreError> {
+        self.manual(ManualOp::Shadow(on)).await
     }
 
     /// The shared state, read from Redis (changes nothing).
@@ -574,6 +595,8 @@ impl<C: Clock + Clone> RedisBreaker<C> {
         snapshot.trips = s.trips;
         snapshot.retry_after = retry_after_us.map(micros_to_duration);
         snapshot.stale_results = inner.stats.stale.load(Ordering::Relaxed);
+        snapshot.shadow = s.shadow;
+        snapshot.shadow_rejections = s.shadow_rejections;
         Ok(snapshot)
     }
 

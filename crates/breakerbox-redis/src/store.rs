@@ -204,6 +204,9 @@ pub enum ManualOp {
     /// that was behind) with the time it had left: a closed breaker opens for that long
     /// (reason `restored`); any other phase is left alone.
     RestoreOpen(Duration),
+    /// Switch shadow mode on (`true`) or off for the whole fleet (rule 20): no transition;
+    /// other nodes hear of it on the channel.
+    Shadow(bool),
 }
 
 impl ManualOp {
@@ -215,6 +218,7 @@ impl ManualOp {
             ManualOp::Reset => "reset",
             ManualOp::Trip(_) => "trip",
             ManualOp::RestoreOpen(_) => "restore_open",
+            ManualOp::Shadow(_) => "shadow",
         }
     }
 
@@ -663,6 +667,9 @@ impl RedisStore {
             ManualOp::Reset => vec!["reset".to_string(), String::new()],
             ManualOp::Trip(reason) => vec!["trip".to_string(), reason.to_string()],
             ManualOp::RestoreOpen(left) => vec!["restore_open".to_string(), dur(Some(left))],
+            ManualOp::Shadow(on) => {
+                vec!["shadow".to_string(), if on { "1" } else { "0" }.to_string()]
+            }
         };
         self.run(ScriptKind::Manual, now_us, r, rest).await
     }

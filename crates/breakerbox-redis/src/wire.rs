@@ -35,7 +35,7 @@ pub(crate) fn encode_config(config: &Config, probe_lease: std::time::Duration) -
         .slow_call_threshold
         .map_or(-1, |t| i128::from(micros(t)) as i64);
     format!(
-        "{},{},{},{},{},{},{},{},{},{},{:?},{},{:?},{},{},{},{}",
+        "{},{},{},{},{},{},{},{},{},{},{:?},{},{:?},{},{},{},{},{}",
         config.consecutive_failures.unwrap_or(0),
         wk,
         wsize,
@@ -53,6 +53,7 @@ pub(crate) fn encode_config(config: &Config, probe_lease: std::time::Duration) -
         config.required_successes,
         micros(config.half_open_timeout),
         micros(probe_lease).max(1),
+        u8::from(config.shadow),
     )
 }
 
@@ -101,6 +102,11 @@ pub struct StoredState {
     /// Names one life of the stored state (set when the hash is created): a different
     /// incarnation means Redis lost the state and started anew. 0: nothing stored.
     pub incarnation: u64,
+    /// Rule 20: whether the breaker is in shadow mode (the stored switch, or the config's
+    /// value while no operator set it).
+    pub shadow: bool,
+    /// Rule 20: would-be rejections the scripts admitted in shadow mode, fleet-wide.
+    pub shadow_rejections: u64,
 }
 
 impl StoredState {
@@ -123,6 +129,9 @@ pub struct Reply {
     pub now_us: u64,
     /// The phase changes the operation made, in order.
     pub transitions: Vec<Transition>,
+    /// Rule 20: for an acquire admitted in shadow mode, the rejection it replaced
+    /// (phase, retry-after); the decision is then a passthrough admission.
+    pub shadowed: Option<(Phase, Option<Nanos>)>,
 }
 
 /// Why a reply could not be understood, or a corrupt value the script found.
@@ -236,11 +245,13 @@ pub(crate) fn parse_reply(value: &Value) -> Result<Reply, ParseError> {
         streak_started_us: uint(v, 12)?,
         version: uint(v, 13)?,
         incarnation: uint(v, 14)?,
+        shadow: uint(v, 16)? == 1,
+        shadow_rejections: uint(v, 17)?,
     };
     let now_us = uint(v, 15)?;
-    let count = usize::try_from(uint(v, 16)?).unwrap_or(usize::MAX);
+    let count = usize::try_from(uint(v, 18)?).unwrap_or(usize::MAX);
     let mut transitions = Vec::with_capacity(count.min(8));
-    let mut at = 17;
+    let mut at = 19;
     for _ in 0..count {
         let name = text(v, at + 3)?;
         transitions.push(Transition {
@@ -253,7 +264,21 @@ pub(crate) fn parse_reply(value: &Value) -> Result<Reply, ParseError> {
         at += 4;
     }
     let mut lease = 0;
+    let retry_after = |i: usize| -> Result<Option<Nanos>, ParseError> {
+        Ok(match int(v, i)? {
+            -1 => None,
+            n => Some(Nanos(u64::try_from(n).unwrap_or(0).saturating_mul(1_000))),
+        })
+    };
+    let mut shadowed = None;
     let decision = match head.as_str() {
+        "shadow" => {
+            shadowed = Some((phase(v, 2)?, retry_after(3)?));
+            ReplyDecision::Model(Decision::Admitted {
+                generation: uint(v, 1)?,
+                kind: PermitKind::Passthrough,
+            })
+        }
         "admit" => {
             lease = token(v, 3)?;
             ReplyDecision::Model(Decision::Admitted {
@@ -263,10 +288,7 @@ pub(crate) fn parse_reply(value: &Value) -> Result<Reply, ParseError> {
         }
         "reject" => ReplyDecision::Model(Decision::Rejected {
             phase: phase(v, 1)?,
-            retry_after: match int(v, 2)? {
-                -1 => None,
-                n => Some(Nanos(u64::try_from(n).unwrap_or(0).saturating_mul(1_000))),
-            },
+            retry_after: retry_after(2)?,
         }),
         "recorded" => ReplyDecision::Model(Decision::Recorded),
         "stale" => ReplyDecision::Model(Decision::Stale),
@@ -302,5 +324,6 @@ pub(crate) fn parse_reply(value: &Value) -> Result<Reply, ParseError> {
         state,
         now_us,
         transitions,
+        shadowed,
     })
 }

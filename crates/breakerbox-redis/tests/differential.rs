@@ -113,6 +113,8 @@ fn random_config(seed: u64) -> (Config, Duration) {
             .half_open_timeout(Duration::from_micros(
                 rng.pick(&[100_000u64, 300_000, 1_000_000]),
             ));
+        // Rule 20: some configs start in shadow mode (operators switch it too, below).
+        b = b.shadow(rng.chance(20));
         let lease = Duration::from_micros(rng.pick(&[20_000u64, 150_000, 2_000_000]));
         if let Ok(config) = b.build() {
             return (config, lease);
@@ -140,6 +142,8 @@ enum Op {
     ForceOpen(Option<u64>),
     Disable(Option<u64>),
     Reset,
+    /// Switch shadow mode (rule 20).
+    Shadow(bool),
 }
 
 const STEPS_US: [u64; 9] = [0, 1, 999, 1_000, 20_000, 65_536, 100_000, 300_000, 700_000];
@@ -176,6 +180,7 @@ fn op() -> impl Strategy<Value = Op> {
         4 => duration.clone().prop_map(Op::ForceOpen),
         4 => duration.prop_map(Op::Disable),
         3 => Just(Op::Reset),
+        3 => any::<bool>().prop_map(Op::Shadow),
     ]
 }
 
@@ -304,6 +309,13 @@ impl Harness<'_> {
         prop_assert_eq!(s.trips, model.trips, "{}: trips", ctx);
         prop_assert_eq!(s.in_flight, model.in_flight, "{}: in_flight", ctx);
         prop_assert_eq!(s.probe_successes, model.probe_successes, "{}: psucc", ctx);
+        prop_assert_eq!(s.shadow, model.shadow, "{}: shadow", ctx);
+        prop_assert_eq!(
+            s.shadow_rejections,
+            model.shadow_rejections,
+            "{}: shadow rejections",
+            ctx
+        );
         if model.phase == Phase::Closed {
             prop_assert_eq!(
                 s.consecutive_failures,
@@ -357,6 +369,10 @@ impl Harness<'_> {
         let reply = match op {
             Op::Acquire => {
                 self.apply_due(r, &mut expected);
+                // Rule 20: what the rules alone decide, for the shadow answer's content.
+                let mut rules_alone = self.model.clone();
+                rules_alone.shadow = false;
+                let unshadowed = rules_alone.apply(Operation::Acquire, now, &self.config, r);
                 let step = self.model.apply(Operation::Acquire, now, &self.config, r);
                 expected.extend(step.transition);
                 let token = self.store.new_token();
@@ -373,6 +389,14 @@ impl Harness<'_> {
                     "{}: acquire",
                     ctx
                 );
+                let would_reject = match unshadowed.decision {
+                    Decision::Rejected { phase, retry_after } if self.model.shadow => {
+                        self.seen.insert("shadowed".into());
+                        Some((phase, retry_after))
+                    }
+                    _ => None,
+                };
+                prop_assert_eq!(reply.shadowed, would_reject, "{}: would-be rejection", ctx);
                 match step.decision {
                     Decision::Admitted { generation, kind } => {
                         let probe = kind == PermitKind::Probe;
@@ -586,6 +610,17 @@ impl Harness<'_> {
                 );
                 reply
             }
+            Op::Shadow(on) => {
+                let step = self
+                    .model
+                    .apply(Operation::SetShadow { on: *on }, now, &self.config, r);
+                expected.extend(step.transition);
+                self.store
+                    .manual(ManualOp::Shadow(*on), Some(self.now_us), r)
+                    .await
+                    .unwrap()
+                    .reply
+            }
             Op::Reset => {
                 let step = self.model.apply(Operation::Reset, now, &self.config, r);
                 expected.extend(step.transition);
@@ -685,6 +720,7 @@ fn lua_scripts_and_pure_model_agree_on_generated_sequences() {
         "Normal",
         "Passthrough",
         "Rejected",
+        "shadowed",
         "hint",
         "lease expired",
         "probe without a lease",

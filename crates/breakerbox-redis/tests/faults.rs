@@ -181,6 +181,23 @@ async fn fail_closed_rejects_and_fail_open_admits_during_an_outage() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_shadow_mode_neither_a_known_override_nor_fail_closed_rejects_during_an_outage() {
+    let mut server = RedisServer::start();
+    let (closed, _) = node(&server, "shadow-out", Mode::Strict, Fallback::FailClosed).await;
+    closed.force_open().await.unwrap();
+    closed.set_shadow(true).await.unwrap();
+    server.kill();
+    for _ in 0..3 {
+        let permit = closed
+            .acquire()
+            .await
+            .expect("shadow admits through the outage");
+        assert_eq!(permit.kind(), breakerbox::model::PermitKind::Passthrough);
+    }
+    assert!(closed.is_degraded());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_override_is_kept_through_an_outage_and_pushed_back() {
     let mut server = RedisServer::start();
     let (a, _) = node(&server, "override", local_view(), Fallback::FailOpen).await;
@@ -215,6 +232,26 @@ async fn a_reset_made_during_an_outage_is_pushed_when_redis_is_back() {
     server.resume();
     wait_for("the resync", || !a.is_degraded()).await;
     assert_eq!(a.snapshot().await.unwrap().phase, Phase::Closed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shadow_switch_made_during_an_outage_is_pushed_beside_an_override() {
+    let server = RedisServer::start();
+    let (a, _) = node(&server, "shadow-late", Mode::Strict, Fallback::FailOpen).await;
+    a.reset().await.unwrap();
+    server.pause();
+    assert!(a.acquire().await.is_ok());
+    assert!(a.is_degraded());
+    assert!(a.force_open().await.is_err(), "not in redis yet");
+    assert!(a.set_shadow(true).await.is_err(), "not in redis yet");
+    server.resume();
+    wait_for("the resync", || !a.is_degraded()).await;
+    let snapshot = a.snapshot().await.unwrap();
+    assert_eq!(
+        (snapshot.phase, snapshot.shadow),
+        (Phase::ForcedOpen, true),
+        "both were pushed: the switch did not displace the override"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

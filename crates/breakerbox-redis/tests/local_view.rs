@@ -345,3 +345,42 @@ async fn a_failure_is_in_redis_when_its_record_completes() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shadow_switch_on_one_node_puts_the_whole_fleet_in_shadow() {
+    let server = RedisServer::start();
+    let config = Config::builder()
+        .consecutive_failures(1)
+        .recovery_timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let a = node(&server, "shadow", config.clone()).await;
+    let b = node(&server, "shadow", config).await;
+    a.acquire().await.unwrap().failure().await;
+    a.flush().await;
+    wait_for("b to see the trip", || b.phase() == Phase::Open).await;
+    assert_eq!(b.acquire().await.unwrap_err().phase(), Phase::Open);
+
+    let started = Instant::now();
+    a.set_shadow(true).await.unwrap();
+    // Well under the refresh interval: it came by pub/sub.
+    wait_for("b to see shadow mode", || b.check().is_ok()).await;
+    assert!(started.elapsed() < Duration::from_millis(900));
+    for _ in 0..3 {
+        let permit = b.acquire().await.expect("the fleet is in shadow");
+        assert_eq!(permit.kind(), breakerbox::model::PermitKind::Passthrough);
+        permit.failure().await;
+    }
+    let snap = a.snapshot().await.unwrap();
+    assert!(snap.shadow);
+    assert_eq!(snap.phase, Phase::Open, "shadow changes no phase");
+    assert_eq!(
+        snap.shadow_rejections, 3,
+        "b's would-be rejections, seen from a"
+    );
+
+    b.set_shadow(false).await.unwrap();
+    wait_for("a to leave shadow mode", || a.check().is_err()).await;
+    assert_eq!(a.acquire().await.unwrap_err().phase(), Phase::Open);
+    assert!(!b.snapshot().await.unwrap().shadow);
+}

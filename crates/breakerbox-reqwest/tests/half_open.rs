@@ -227,3 +227,23 @@ async fn while_open_the_server_receives_zero_requests() {
     }
     assert_eq!(server.hits(), before);
 }
+
+#[tokio::test]
+async fn in_shadow_mode_the_breaker_trips_but_every_request_reaches_the_server() {
+    let server = Server::start().await;
+    let mut config = seed_config();
+    config.shadow = true;
+    let (h, _clock) = manual(config, HttpJudge::default());
+    server.set_fallback(Reply::status(503));
+    for _ in 0..4 {
+        let response = h.client.get(server.url("/")).send().await.unwrap();
+        assert_eq!(response.status(), 503);
+    }
+    assert_eq!(server.hits(), 4, "nothing was rejected");
+    let snapshot = h.breaker(&server.key()).snapshot();
+    assert_eq!(
+        (snapshot.phase, snapshot.trips, snapshot.shadow_rejections),
+        (Phase::Open, 1, 3),
+        "the first 503 tripped; the three after it would have been rejected"
+    );
+}

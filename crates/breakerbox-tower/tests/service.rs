@@ -411,3 +411,35 @@ async fn a_program_long_breaker_guards_the_layer_with_borrowed_permits() {
     assert!(ready_call(&mut service, Call::ok("f")).await.is_ok());
     assert_eq!(breaker.snapshot().phase, Phase::HalfOpen);
 }
+
+#[tokio::test(start_paused = true)]
+async fn in_shadow_mode_an_open_breaker_lets_calls_reach_the_inner_service_and_counts_them() {
+    let inner = Scripted::new();
+    let breaker = breaker(1);
+    breaker.set_shadow(true);
+    let mut service = CircuitBreakerLayer::new(breaker.clone()).layer(inner.clone());
+    ready_call(&mut service, Call::fail("dep"))
+        .await
+        .unwrap_err();
+    assert_eq!(breaker.phase(), Phase::Open, "the breaker trips as usual");
+    for _ in 0..3 {
+        let calls = inner.calls();
+        assert_eq!(
+            ready_call(&mut service, Call::ok("dep")).await.unwrap(),
+            "dep"
+        );
+        assert_eq!(
+            inner.calls(),
+            calls + 1,
+            "the call reached the inner service"
+        );
+    }
+    let snapshot = breaker.snapshot();
+    assert_eq!(
+        (snapshot.phase, snapshot.shadow_rejections),
+        (Phase::Open, 3)
+    );
+    breaker.set_shadow(false);
+    let open = rejection(&ready_call(&mut service, Call::ok("dep")).await.unwrap_err());
+    assert_eq!(open.phase(), Phase::Open);
+}

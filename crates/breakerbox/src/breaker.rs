@@ -299,6 +299,8 @@ impl<C: Clock> CircuitBreaker<C> {
             trips: engine.trips(),
             retry_after: retry_after.map(Nanos::as_duration),
             stale_results: engine.stale.load(Ordering::Relaxed),
+            shadow: engine.shadow.load(Ordering::Relaxed),
+            shadow_rejections: engine.shadow_rejections.load(Ordering::Relaxed),
         }
     }
 
@@ -325,7 +327,34 @@ impl<C: Clock> CircuitBreaker<C> {
     }
 
     /// Back to a fresh closed phase: new generation, empty window, no trips, no override.
+    /// Shadow mode and its count are kept.
     pub fn reset(&self) {
         self.engine.reset();
+    }
+
+    /// Switches shadow mode on or off (rule 20). In shadow mode every rule and transition
+    /// runs as usual, but an acquire that would be rejected admits a passthrough permit
+    /// (its outcome records nothing), counts a would-be rejection
+    /// ([`Snapshot::shadow_rejections`]) and emits
+    /// [`EventKind::ShadowRejected`](crate::EventKind::ShadowRejected). Changes no phase
+    /// and no generation.
+    ///
+    /// ```
+    /// use breakerbox::CircuitBreaker;
+    /// let breaker = CircuitBreaker::builder().build().unwrap();
+    /// breaker.set_shadow(true);
+    /// breaker.force_open();
+    /// assert!(breaker.try_acquire().is_ok());
+    /// assert_eq!(breaker.snapshot().shadow_rejections, 1);
+    /// breaker.set_shadow(false);
+    /// assert!(breaker.try_acquire().is_err());
+    /// ```
+    pub fn set_shadow(&self, on: bool) {
+        self.engine.set_shadow(on);
+    }
+
+    /// Whether the breaker is in shadow mode (rule 20).
+    pub fn is_shadow(&self) -> bool {
+        self.engine.shadow.load(Ordering::Relaxed)
     }
 }

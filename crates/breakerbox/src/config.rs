@@ -83,6 +83,11 @@ pub struct Config {
     pub required_successes: u32,
     /// A half-open phase not confirmed within this re-opens.
     pub half_open_timeout: Duration,
+    /// Rule 20: start in shadow mode: every rule and transition runs, but a call that
+    /// would be rejected is admitted with a passthrough permit and counted as a would-be
+    /// rejection. Switch it at runtime with `set_shadow` (a shared engine's stored switch,
+    /// once set, wins over this initial value).
+    pub shadow: bool,
 }
 
 impl Config {

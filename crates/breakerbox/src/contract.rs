@@ -160,6 +160,17 @@ pub trait Breaker: Clone + Debug + Send + Sync + 'static {
     /// Back to a fresh closed phase: new generation, empty window, no trips, no override.
     fn reset(&self) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static;
 
+    /// Switches shadow mode on or off (rule 20 of `docs/RULES.md`): every rule and
+    /// transition runs as usual, but an acquire that would be rejected admits a
+    /// passthrough permit (recording nothing) and counts a would-be rejection
+    /// ([`Snapshot::shadow_rejections`]), reported as
+    /// [`EventKind::ShadowRejected`](crate::EventKind::ShadowRejected). A shared engine
+    /// switches the whole fleet. Changes no phase and no generation.
+    fn set_shadow(
+        &self,
+        on: bool,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static;
+
     /// Sends what the engine still holds for its store (a Redis breaker's batched
     /// outcomes) now: before a graceful shutdown, or to read a shared state that
     /// includes them. Nothing to do for an engine that records in place.

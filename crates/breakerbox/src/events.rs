@@ -16,6 +16,9 @@ pub enum EventKind {
     Transition(Transition),
     /// A call was rejected.
     Rejected(CircuitOpen),
+    /// Rule 20: in shadow mode, a call that would have been rejected (with this
+    /// rejection) was admitted with a passthrough permit.
+    ShadowRejected(CircuitOpen),
     /// A result or release from an older generation was dropped.
     StaleResult {
         /// The permit's generation.
@@ -143,6 +146,13 @@ fn trace_event(event: &Event<'_>) {
             phase = open.phase().as_str(),
             retry_after_ms = open.retry_after().map(|d| d.as_millis() as u64),
             "call rejected"
+        ),
+        EventKind::ShadowRejected(open) => tracing::debug!(
+            target: "breakerbox",
+            breaker = event.breaker,
+            phase = open.phase().as_str(),
+            retry_after_ms = open.retry_after().map(|d| d.as_millis() as u64),
+            "call admitted in shadow mode; it would have been rejected"
         ),
         EventKind::StaleResult { generation } => tracing::debug!(
             target: "breakerbox",

@@ -7,6 +7,7 @@
 //! | `breakerbox_calls_total` | counter | `breaker`, `verdict` | recorded outcomes (probes included) by verdict |
 //! | `breakerbox_probes_total` | counter | `breaker`, `verdict` | half-open probe outcomes by verdict |
 //! | `breakerbox_rejections_total` | counter | `breaker`, `phase` | rejected calls, by the phase that rejected them |
+//! | `breakerbox_shadow_rejections_total` | counter | `breaker`, `phase` | calls admitted in shadow mode that would have been rejected, by that phase |
 //! | `breakerbox_transitions_total` | counter | `breaker`, `from`, `to` | phase changes made by this process |
 //! | `breakerbox_stale_results_total` | counter | `breaker` | results of an older generation, dropped |
 //! | `breakerbox_store_outage` | gauge | `breaker` | 1 while a shared engine's store is away and its fallback decides |
@@ -57,6 +58,10 @@ pub fn describe() {
     describe_counter!(
         "breakerbox_rejections_total",
         "Calls rejected without reaching the dependency, by the phase that rejected them."
+    );
+    describe_counter!(
+        "breakerbox_shadow_rejections_total",
+        "Calls admitted in shadow mode that would have been rejected, by that phase."
     );
     describe_counter!(
         "breakerbox_transitions_total",
@@ -155,6 +160,14 @@ impl Listener for MetricsListener {
             EventKind::Rejected(open) => {
                 counter!(
                     "breakerbox_rejections_total",
+                    "breaker" => breaker,
+                    "phase" => open.phase().as_str()
+                )
+                .increment(1);
+            }
+            EventKind::ShadowRejected(open) => {
+                counter!(
+                    "breakerbox_shadow_rejections_total",
                     "breaker" => breaker,
                     "phase" => open.phase().as_str()
                 )

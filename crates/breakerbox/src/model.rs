@@ -4,7 +4,7 @@
 //! Redis Lua scripts) and the oracle their tests are held against. It has no atomics, no
 //! clock and no randomness: time and the jitter sample are arguments. It is written to be
 //! ported line by line; see `docs/RULES.md` (rules 1-13, and 19 for outcomes that waited
-//! in a batch), which it follows rule by rule.
+//! in a batch, 20 for shadow mode), which it follows rule by rule.
 //!
 //! ```
 //! use breakerbox::model::{Decision, ModelState, Operation, PermitKind};
@@ -37,7 +37,8 @@ pub enum PermitKind {
     Normal,
     /// A half-open probe holding one of the `max_probes` slots.
     Probe,
-    /// A call while disabled; nothing is recorded.
+    /// A call while disabled, or a call admitted in shadow mode that would have been
+    /// rejected (rule 20); nothing is recorded.
     Passthrough,
 }
 
@@ -84,6 +85,12 @@ pub enum Operation {
     },
     /// An operator resets the breaker to a fresh closed state.
     Reset,
+    /// An operator switches shadow mode on or off (rule 20). Changes nothing else: no
+    /// generation, no transition.
+    SetShadow {
+        /// Whether the breaker is in shadow mode from now on.
+        on: bool,
+    },
 }
 
 /// What an operation decided.
@@ -228,6 +235,12 @@ pub struct ModelState {
     pub streak_started: Nanos,
     /// Closed: the rate window.
     pub window: ModelWindow,
+    /// Rule 20: in shadow mode, an acquire that would be rejected admits a passthrough
+    /// permit instead. Not a phase: kept across transitions and resets.
+    pub shadow: bool,
+    /// Rule 20: how many acquires were admitted in shadow mode that would have been
+    /// rejected. Kept across transitions and resets.
+    pub shadow_rejections: u64,
 }
 
 impl ModelState {
@@ -244,6 +257,8 @@ impl ModelState {
             consecutive_failures: 0,
             streak_started: Nanos::ZERO,
             window: ModelWindow::new(config),
+            shadow: config.shadow,
+            shadow_rejections: 0,
         }
     }
 
@@ -272,8 +287,20 @@ impl ModelState {
                     transition: Some(self.transition(from, TransitionReason::Reset)),
                 }
             }
+            Operation::SetShadow { on } => {
+                self.shadow = on;
+                recorded(Decision::Done)
+            }
             Operation::Acquire => {
-                self.after_due(now, config, jitter_sample, |s| s.acquire(now, config))
+                let mut step =
+                    self.after_due(now, config, jitter_sample, |s| s.acquire(now, config));
+                // Rule 20: everything above ran as without shadow (transitions included);
+                // only the answer changes.
+                if self.shadow && matches!(step.decision, Decision::Rejected { .. }) {
+                    self.shadow_rejections = self.shadow_rejections.saturating_add(1);
+                    step.decision = self.admit(PermitKind::Passthrough);
+                }
+                step
             }
             Operation::Outcome {
                 generation,

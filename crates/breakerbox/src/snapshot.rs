@@ -48,12 +48,16 @@ pub struct Snapshot {
     pub retry_after: Option<Duration>,
     /// Results and releases dropped because their permit was from an older generation.
     pub stale_results: u64,
+    /// Rule 20: whether the breaker is in shadow mode (admits what it would reject).
+    pub shadow: bool,
+    /// Rule 20: calls admitted in shadow mode that would have been rejected.
+    pub shadow_rejections: u64,
 }
 
 impl Snapshot {
     /// A snapshot of breaker `name` in `phase` and `generation`, with every other field
     /// empty: no window counts, no rates, no runs or probes, no trips, no `retry_after`,
-    /// no stale results.
+    /// no stale results, not in shadow mode.
     pub fn new(name: impl Into<String>, phase: Phase, generation: u64) -> Snapshot {
         Snapshot {
             name: name.into(),
@@ -68,6 +72,8 @@ impl Snapshot {
             trips: 0,
             retry_after: None,
             stale_results: 0,
+            shadow: false,
+            shadow_rejections: 0,
         }
     }
 

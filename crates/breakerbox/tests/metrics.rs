@@ -60,7 +60,27 @@ fn a_trip_and_a_recovery_show_in_a_real_prometheus_scrape() {
     probe.success();
     assert_eq!(breaker.phase(), Phase::Closed);
 
+    // Rule 20: would-be rejections of a breaker in shadow mode.
+    let search = CircuitBreaker::builder()
+        .name("search")
+        .shadow(true)
+        .clock(clock.clone())
+        .listener(MetricsListener)
+        .build()
+        .unwrap();
+    search.force_open();
+    for _ in 0..2 {
+        assert!(search.try_acquire().is_ok());
+    }
+
     let text = scrape(port);
+    assert_eq!(
+        value(
+            &text,
+            "breakerbox_shadow_rejections_total{breaker=\"search\",phase=\"forced_open\"}"
+        ),
+        2.0
+    );
     let b = "breaker=\"payments\"";
     assert_eq!(
         value(

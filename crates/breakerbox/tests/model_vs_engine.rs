@@ -49,6 +49,8 @@ struct CaseConfig {
     n: u32,
     /// Min calls as a fraction of what the window allows, in 1..=n.
     min_calls: u32,
+    /// Start in shadow mode (rule 20).
+    shadow: bool,
 }
 
 #[derive(Copy, Clone, Debug)]
@@ -71,7 +73,8 @@ impl CaseConfig {
             .recovery_timeout(Duration::from_secs(1))
             .half_open_timeout(Duration::from_secs(3))
             .max_probes(self.max_probes)
-            .required_successes(self.required_successes);
+            .required_successes(self.required_successes)
+            .shadow(self.shadow);
         match self.family {
             Family::Consecutive => base.consecutive_failures(self.n),
             Family::CountRateAndSlow => base
@@ -102,15 +105,24 @@ fn case_config() -> impl Strategy<Value = CaseConfig> {
         Just(Family::TimeWindow),
         Just(Family::BackoffJitter),
     ];
-    (family, 1..=3u32, 1..=3u32, 1..=6u32, 1..=6u32).prop_map(
-        |(family, max_probes, required_successes, n, min_calls)| CaseConfig {
-            family,
-            max_probes,
-            required_successes,
-            n,
-            min_calls,
-        },
+    (
+        family,
+        1..=3u32,
+        1..=3u32,
+        1..=6u32,
+        1..=6u32,
+        prop::bool::weighted(0.25),
     )
+        .prop_map(
+            |(family, max_probes, required_successes, n, min_calls, shadow)| CaseConfig {
+                family,
+                max_probes,
+                required_successes,
+                n,
+                min_calls,
+                shadow,
+            },
+        )
 }
 
 // ----- operations ----------------------------------------------------------------------------
@@ -146,6 +158,8 @@ enum Op {
     Disable,
     DisableFor(Duration),
     Reset,
+    /// Switch shadow mode (rule 20).
+    Shadow(bool),
 }
 
 fn latency() -> impl Strategy<Value = Latency> {
@@ -201,6 +215,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Disable),
         1 => override_for().prop_map(Op::DisableFor),
         1 => Just(Op::Reset),
+        2 => any::<bool>().prop_map(Op::Shadow),
     ]
 }
 
@@ -323,9 +338,25 @@ fn run(case: &Case) -> Result<(), TestCaseError> {
         let mut expected_transition: Option<Transition> = None;
         let mut expected_rejection = None;
         let mut expected_stale = None;
+        let mut expected_shadow_rejection = None;
         match op {
             Op::Acquire => {
+                // Rule 20: what the rules alone decide, for the shadow event's content.
+                let mut rules_alone = model.clone();
+                rules_alone.shadow = false;
+                let unshadowed = rules_alone.apply(Operation::Acquire, now, &config, r);
                 let step = apply(&mut model, Operation::Acquire);
+                prop_assert_eq!(
+                    (&rules_alone.phase, rules_alone.generation, step.transition),
+                    (&model.phase, model.generation, unshadowed.transition),
+                    "step {}: shadow mode changed a transition",
+                    index
+                );
+                if let (true, Decision::Rejected { phase, retry_after }) =
+                    (model.shadow, unshadowed.decision)
+                {
+                    expected_shadow_rejection = Some((phase, retry_after.map(Nanos::as_duration)));
+                }
                 expected_transition = step.transition;
                 match (breaker.try_acquire(), step.decision) {
                     (Ok(permit), Decision::Admitted { generation, kind }) => {
@@ -456,6 +487,10 @@ fn run(case: &Case) -> Result<(), TestCaseError> {
                 expected_transition = apply(&mut model, Operation::Reset).transition;
                 breaker.reset();
             }
+            Op::Shadow(on) => {
+                expected_transition = apply(&mut model, Operation::SetShadow { on }).transition;
+                breaker.set_shadow(on);
+            }
         }
 
         // Events: the one transition the model made, the rejection, the stale result.
@@ -485,6 +520,20 @@ fn run(case: &Case) -> Result<(), TestCaseError> {
             rejections,
             expected_rejection.into_iter().collect::<Vec<_>>(),
             "step {} ({:?}): rejections announced",
+            index,
+            op
+        );
+        let shadow_rejections: Vec<_> = events
+            .iter()
+            .filter_map(|e| match e {
+                EventKind::ShadowRejected(open) => Some((open.phase(), open.retry_after())),
+                _ => None,
+            })
+            .collect();
+        prop_assert_eq!(
+            shadow_rejections,
+            expected_shadow_rejection.into_iter().collect::<Vec<_>>(),
+            "step {} ({:?}): would-be rejections announced",
             index,
             op
         );
@@ -529,6 +578,8 @@ fn compare(
         snap.window,
         snap.retry_after,
         snap.stale_results,
+        snap.shadow,
+        snap.shadow_rejections,
     );
     let expected = (
         model.phase,
@@ -548,12 +599,14 @@ fn compare(
         },
         model.retry_after(now, config).map(Nanos::as_duration),
         stale,
+        model.shadow,
+        model.shadow_rejections,
     );
     prop_assert_eq!(
         engine,
         expected,
         "step {} ({:?}) at {:?}: (phase, generation, in flight, probe successes, trips, \
-         streak, window, retry_after, stale) differ; model: {:?}",
+         streak, window, retry_after, stale, shadow, shadow rejections) differ; model: {:?}",
         index,
         op,
         now,
@@ -581,6 +634,7 @@ fn fixed(family: Family, n: u32, min_calls: u32, ops: Vec<Op>) -> Case {
             required_successes: 1,
             n,
             min_calls,
+            shadow: false,
         },
         start: Nanos(5),
         ops: ops.into_iter().map(|op| (op, 0.0)).collect(),

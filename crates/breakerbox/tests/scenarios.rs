@@ -50,6 +50,7 @@ mod scenarios {
     pub(crate) mod in_memory;
     mod manual;
     mod registry;
+    mod shadow;
     pub(crate) mod support;
     pub(crate) mod through_contract;
 
@@ -59,5 +60,6 @@ mod scenarios {
         pub(crate) mod closed;
         pub(crate) mod half_open;
         pub(crate) mod manual;
+        pub(crate) mod shadow;
     }
 }

@@ -79,6 +79,23 @@ pub struct DisableArgs {
     pub target: Target,
 }
 
+/// Arguments of `breakerbox shadow`.
+#[derive(clap::Args, Debug)]
+pub struct ShadowArgs {
+    /// The breaker to put in shadow mode (every rule runs, nothing is rejected, would-be
+    /// rejections are counted), for every node.
+    #[arg(value_parser = breaker_name)]
+    pub name: String,
+    /// Leave shadow mode instead: the breaker rejects again.
+    #[arg(long)]
+    pub off: bool,
+    /// Create the breaker if no breaker has that name yet (else a typo is an error).
+    #[arg(long)]
+    pub create: bool,
+    #[command(flatten)]
+    pub target: Target,
+}
+
 /// A duration above zero (`--for 0s` would mean "until reset" by accident).
 fn duration_arg(text: &str) -> Result<Duration, String> {
     match parse_duration(text) {

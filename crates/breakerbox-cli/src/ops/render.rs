@@ -51,6 +51,15 @@ fn override_text(row: &Row) -> String {
     }
 }
 
+/// Rule 20: `on (N would-be rejections)` in shadow mode; the count alone after it.
+fn shadow_text(row: &Row) -> String {
+    match (row.shadow, row.shadow_rejections) {
+        (true, n) => format!("on ({n} would-be rejections)"),
+        (false, 0) => "-".to_owned(),
+        (false, n) => format!("off ({n} would-be rejections)"),
+    }
+}
+
 /// Rows as an aligned table, with a trailing newline.
 pub fn table(rows: &[Row]) -> String {
     if rows.is_empty() {
@@ -67,6 +76,7 @@ pub fn table(rows: &[Row]) -> String {
         "OPEN UNTIL",
         "PROBES",
         "OVERRIDE",
+        "SHADOW",
     ];
     let mut cells: Vec<Vec<String>> = vec![header.iter().map(|h| (*h).to_owned()).collect()];
     let mut errors = Vec::new();
@@ -88,6 +98,7 @@ pub fn table(rows: &[Row]) -> String {
             open_until(row),
             probes(row),
             override_text(row),
+            shadow_text(row),
         ]);
     }
     let mut widths = vec![0; header.len()];

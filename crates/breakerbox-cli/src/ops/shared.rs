@@ -55,6 +55,10 @@ pub struct Row {
     pub override_kind: Option<String>,
     /// Whether the override lasts until a reset.
     pub override_until_reset: bool,
+    /// Rule 20: whether the breaker is in shadow mode (admits what it would reject).
+    pub shadow: bool,
+    /// Rule 20: calls admitted in shadow mode that would have been rejected, fleet-wide.
+    pub shadow_rejections: u64,
     /// Why the breaker could not be read or changed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -301,6 +305,8 @@ fn row(name: &str, store: &RedisStore, answer: Result<Answer, String>) -> Row {
         slow_rate: rate(counts.slow),
         override_kind,
         override_until_reset: until_reset,
+        shadow: state.shadow,
+        shadow_rejections: state.shadow_rejections,
         error: answer
             .repaired
             .map(|why| format!("repaired corrupt state: {why}")),

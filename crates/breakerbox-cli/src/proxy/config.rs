@@ -146,6 +146,7 @@ const UPSTREAM_KEYS: &[&str] = &[
     "strip_prefix",
     "breaker",
     "judge",
+    "mode",
 ];
 
 /// Reads and validates a config; `Err` holds every error found, each naming its key.
@@ -455,6 +456,20 @@ fn upstream(
         }
     };
 
+    // Rule 20: `mode = "shadow"` starts the breaker in shadow mode (`enforce`, the
+    // default, rejects as usual).
+    let shadow = match table.get("mode") {
+        None => None,
+        Some(Value::String(m)) if m == "shadow" => Some(true),
+        Some(Value::String(m)) if m == "enforce" => Some(false),
+        Some(other) => {
+            errors.push(
+                &join(path, "mode"),
+                format_args!("invalid value {other}: expected \"enforce\" or \"shadow\""),
+            );
+            None
+        }
+    };
     let mut spec = DependencySpec::default();
     if let Some(value) = table.get("breaker") {
         match ConfigFile::deserialize(value.clone()) {
@@ -468,8 +483,21 @@ fn upstream(
             Err(e) => errors.push(&join(path, "judge"), e.message().trim()),
         }
     }
+    if let (Some(mode), Some(key)) = (shadow, spec.breaker.shadow) {
+        if mode != key {
+            errors.push(
+                &join(path, "mode"),
+                "contradicts breaker.shadow (give one of them)",
+            );
+        }
+    }
     let breaker = match breaker_config_at(&spec.breaker, &join(path, "breaker")) {
-        Ok(c) => Some(c),
+        Ok(mut c) => {
+            if let Some(on) = shadow {
+                c.shadow = on;
+            }
+            Some(c)
+        }
         Err(e) => {
             errors.0.push(format!("{e:#}"));
             None

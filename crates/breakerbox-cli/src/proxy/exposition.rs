@@ -59,6 +59,8 @@ impl Exposition {
                 }
                 counter!("breakerbox_stale_results_total", "breaker" => breaker.clone())
                     .absolute(s.stale());
+                counter!("breakerbox_shadow_rejections_total", "breaker" => breaker.clone())
+                    .absolute(s.shadow_rejections());
                 for kind in UpstreamError::ALL {
                     counter!(
                         "breakerbox_upstream_errors_total",
@@ -97,6 +99,10 @@ fn describe() {
     describe_counter!(
         "breakerbox_transitions_total",
         "Phase changes seen by this process."
+    );
+    describe_counter!(
+        "breakerbox_shadow_rejections_total",
+        "Requests forwarded in shadow mode that the breaker would have answered 503."
     );
     describe_counter!(
         "breakerbox_stale_results_total",

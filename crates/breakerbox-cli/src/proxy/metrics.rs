@@ -18,6 +18,7 @@ use super::upload::ClientFault;
 pub struct Stats {
     calls: [AtomicU64; 3],
     rejections: AtomicU64,
+    shadow_rejections: AtomicU64,
     stale: AtomicU64,
     upstream_errors: [AtomicU64; UpstreamError::ALL.len()],
     client_errors: [AtomicU64; CLIENT_FAULTS.len()],
@@ -135,6 +136,12 @@ impl Stats {
         self.rejections.load(Ordering::Relaxed)
     }
 
+    /// Requests forwarded in shadow mode that the breaker would have rejected (rule 20),
+    /// as this process saw them.
+    pub fn shadow_rejections(&self) -> u64 {
+        self.shadow_rejections.load(Ordering::Relaxed)
+    }
+
     /// Stale results so far.
     pub fn stale(&self) -> u64 {
         self.stale.load(Ordering::Relaxed)
@@ -207,6 +214,12 @@ impl Recorder {
             stats.stale.fetch_add(1, Ordering::Relaxed);
         }
     }
+
+    fn shadow_rejected(&self, breaker: &str) {
+        if let Some(stats) = self.stats.get(breaker) {
+            stats.shadow_rejections.fetch_add(1, Ordering::Relaxed);
+        }
+    }
 }
 
 impl Listener for Recorder {
@@ -217,6 +230,7 @@ impl Listener for Recorder {
                 self.transitions.on_event(event);
             }
             EventKind::StaleResult { .. } => self.stale(event.breaker),
+            EventKind::ShadowRejected(_) => self.shadow_rejected(event.breaker),
             // Rejections are counted where they happen; kinds added later are not metrics.
             _ => {}
         }

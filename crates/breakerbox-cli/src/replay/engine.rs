@@ -27,6 +27,11 @@ pub struct Stats {
     pub rejected: u64,
     /// Rejected calls that the trace says would have failed.
     pub rejected_would_fail: u64,
+    /// Rule 20: with `shadow = true`, calls admitted that the breaker would have rejected
+    /// (they are also in `admitted`; `rejected` stays zero).
+    pub shadow_rejections: u64,
+    /// Those of them that the trace says failed.
+    pub shadow_rejections_failed: u64,
     /// Calls let through that failed.
     pub failed_let_through: u64,
     /// Those failures by reason (`status 503`, `slow`, `transport: no response`...).
@@ -140,7 +145,9 @@ impl Replayer {
         self.apply_due(t);
         self.stats.events += 1;
         let r = self.sample();
+        let shadowed_before = self.state.shadow_rejections;
         let step = self.state.apply(Operation::Acquire, t, &self.config, r);
+        let shadowed = self.state.shadow_rejections != shadowed_before;
         self.observe(step.transition.map(|tr| tr.reason), t);
         let latency = Nanos(latency);
         match step.decision {
@@ -154,6 +161,12 @@ impl Replayer {
                 let failed = judgement.verdict == Verdict::Failure;
                 if let Some(tl) = &mut self.timeline {
                     tl.call(t, failed);
+                }
+                if shadowed {
+                    self.stats.shadow_rejections += 1;
+                    if failed {
+                        self.stats.shadow_rejections_failed += 1;
+                    }
                 }
                 if failed {
                     self.stats.failed_let_through += 1;

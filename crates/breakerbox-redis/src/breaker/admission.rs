@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use breakerbox::contract::LocalAdmission;
 use breakerbox::model::{Decision, PermitKind};
-use breakerbox::{CircuitOpen, Clock, Nanos, Phase};
+use breakerbox::{CircuitOpen, Clock, EventKind, Nanos, Phase};
 
 use super::permit::Route;
 use super::{RedisBreaker, RedisPermit};
@@ -24,6 +24,10 @@ impl<C: Clock + Clone> RedisBreaker<C> {
         let inner = &self.inner;
         let view = inner.view();
         let now = inner.clock.now();
+        if view.known && view.shadow {
+            // Rule 20: nothing is rejected in shadow mode.
+            return Ok(());
+        }
         if view.known && view.holds_at(now) && matches!(view.phase, Phase::Open | Phase::ForcedOpen)
         {
             let retry = view.until.map(|u| u.saturating_sub(now).as_duration());
@@ -110,7 +114,9 @@ impl<C: Clock + Clone> RedisBreaker<C> {
             }
             Phase::Open | Phase::ForcedOpen => {
                 let now = inner.clock.now();
-                if !view.holds_at(now) {
+                // Rule 20: in shadow mode Redis admits and counts what the view would
+                // reject.
+                if view.shadow || !view.holds_at(now) {
                     return None;
                 }
                 Stats::add(&inner.stats.local_rejects, 1);
@@ -146,6 +152,12 @@ impl<C: Clock + Clone> RedisBreaker<C> {
         {
             Ok(answer) => {
                 let reply = inner.absorb(answer, false, Some(r));
+                if let Some((phase, retry_after)) = reply.shadowed {
+                    inner.emit(EventKind::ShadowRejected(CircuitOpen::new(
+                        phase,
+                        retry_after.map(Nanos::as_duration),
+                    )));
+                }
                 match reply.decision {
                     ReplyDecision::Model(Decision::Admitted { generation, kind }) => {
                         let route = match (inner.mode, kind) {

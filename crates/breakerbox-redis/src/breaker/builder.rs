@@ -360,6 +360,7 @@ impl<C: Clock + Clone> RedisBreakerBuilder<C> {
             local,
             local_trip,
             pending_manual: Mutex::new(None),
+            pending_shadow: Mutex::new(None),
             batch: Mutex::new(Vec::new()),
             refresh_requested: AtomicBool::new(false),
             orphans: Mutex::new(Vec::new()),

@@ -98,6 +98,14 @@ impl<C: Clock + Clone> Breaker for RedisBreaker<C> {
         async move { RedisBreaker::reset(&this).await }
     }
 
+    fn set_shadow(
+        &self,
+        on: bool,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send + 'static {
+        let this = self.clone();
+        async move { RedisBreaker::set_shadow(&this, on).await }
+    }
+
     fn flush(&self) -> impl Future<Output = ()> + Send + 'static {
         let this = self.clone();
         async move { RedisBreaker::flush(&this).await }

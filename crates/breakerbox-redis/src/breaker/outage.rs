@@ -106,6 +106,23 @@ impl<C: Clock + Clone> Inner<C> {
         }
     }
 
+    /// Keeps a manual operation that did not reach Redis, to push when it is back: a
+    /// shadow switch apart from the phase operations.
+    pub(crate) fn keep_for_resync(&self, op: ManualOp) {
+        match op {
+            ManualOp::Shadow(on) => {
+                if let Ok(mut pending) = self.pending_shadow.lock() {
+                    *pending = Some(on);
+                }
+            }
+            op => {
+                if let Ok(mut pending) = self.pending_manual.lock() {
+                    *pending = Some(op);
+                }
+            }
+        }
+    }
+
     /// Pushes `op`, returning Redis's state after it.
     async fn push(&self, op: ManualOp) -> Result<Reply, StoreError> {
         let r = self.sample();
@@ -159,6 +176,19 @@ impl<C: Clock + Clone> Inner<C> {
                 }
             }
         }
+        // Rule 20: a shadow switch made during the outage, after the phase it concerns.
+        let shadow = self.pending_shadow.lock().ok().and_then(|mut p| p.take());
+        if let Some(on) = shadow {
+            match self.push(ManualOp::Shadow(on)).await {
+                Ok(reply) => latest = reply,
+                Err(error) => {
+                    if let Ok(mut p) = self.pending_shadow.lock() {
+                        p.get_or_insert(on);
+                    }
+                    return Err(error);
+                }
+            }
+        }
         self.observe(&latest.state, latest.now_us, true);
         self.local.reset();
         if let Ok(mut r) = self.local_trip.lock() {
@@ -192,11 +222,21 @@ impl<C: Clock + Clone> RedisBreaker<C> {
         // policy: an open phase until its end, an override until it expires.
         let view = inner.view();
         let now = inner.clock.now();
+        // Rule 20: in shadow mode (as last heard) the fallback rejects nothing either; its
+        // would-be rejections are reported, not counted in Redis (it is away).
+        let refuse = |open: CircuitOpen| {
+            if view.known && view.shadow {
+                inner.emit(EventKind::ShadowRejected(open));
+                Ok(self.permit(view.generation, PermitKind::Passthrough, 0, Route::Free))
+            } else {
+                Err(inner.reject(open))
+            }
+        };
         if view.known && view.holds_at(now) {
             let retry = view.until.map(|u| u.saturating_sub(now).as_duration());
             match view.phase {
                 Phase::Open | Phase::ForcedOpen => {
-                    return Err(inner.reject(CircuitOpen::new(view.phase, retry)));
+                    return refuse(CircuitOpen::new(view.phase, retry));
                 }
                 Phase::Disabled => {
                     return Ok(self.permit(
@@ -211,13 +251,13 @@ impl<C: Clock + Clone> RedisBreaker<C> {
         }
         match inner.fallback {
             Fallback::FailOpen => Ok(self.permit(0, PermitKind::Normal, 0, Route::Free)),
-            Fallback::FailClosed => Err(inner.reject(CircuitOpen::new(Phase::Open, None))),
+            Fallback::FailClosed => refuse(CircuitOpen::new(Phase::Open, None)),
             Fallback::LocalBreaker => match inner.local.try_acquire_owned() {
                 Ok(permit) => {
                     let (generation, kind) = (permit.generation(), permit.kind());
                     Ok(self.permit(generation, kind, 0, Route::Local(Some(permit))))
                 }
-                Err(open) => Err(inner.reject(open)),
+                Err(open) => refuse(open),
             },
         }
     }

@@ -28,6 +28,8 @@ pub(crate) struct View {
     pub(crate) version: u64,
     /// The stored state's incarnation (0: nothing was stored).
     pub(crate) incarnation: u64,
+    /// Rule 20: the shared breaker is in shadow mode.
+    pub(crate) shadow: bool,
 }
 
 /// News about the stored state: what a script reply or a read says.
@@ -41,6 +43,7 @@ pub(crate) struct News {
     pub(crate) warm: bool,
     pub(crate) version: u64,
     pub(crate) incarnation: u64,
+    pub(crate) shadow: bool,
 }
 
 impl View {
@@ -52,6 +55,7 @@ impl View {
         warm: false,
         version: 0,
         incarnation: 0,
+        shadow: false,
     };
 
     /// Whether the phase's end (or the override's) is still ahead at `now`.
@@ -95,6 +99,7 @@ impl View {
             warm: news.phase == Phase::Closed && news.warm,
             version: news.version,
             incarnation: news.incarnation,
+            shadow: news.shadow,
         })
     }
 
@@ -115,7 +120,7 @@ impl View {
 /// retry only while a write is in progress.
 #[derive(Debug)]
 pub(crate) struct ViewCell {
-    /// `[generation << 5 | warm << 4 | known << 3 | phase code, until (local nanoseconds,
+    /// `[generation << 6 | shadow << 5 | warm << 4 | known << 3 | phase code, until (local nanoseconds,
     /// u64::MAX for none), version, incarnation]`.
     cell: SeqCell<4>,
 }
@@ -143,7 +148,8 @@ impl ViewCell {
 
 fn encode(view: &View) -> [u64; 4] {
     [
-        (view.generation << 5)
+        (view.generation << 6)
+            | (u64::from(view.shadow) << 5)
             | (u64::from(view.warm) << 4)
             | (u64::from(view.known) << 3)
             | view.phase.index() as u64,
@@ -156,7 +162,8 @@ fn encode(view: &View) -> [u64; 4] {
 fn decode([word, until, version, incarnation]: [u64; 4]) -> View {
     View {
         phase: Phase::from_index((word & 0b111) as usize).unwrap_or(Phase::Disabled),
-        generation: word >> 5,
+        generation: word >> 6,
+        shadow: word & 0b10_0000 != 0,
         until: (until != u64::MAX).then_some(Nanos(until)),
         known: word & 0b1000 != 0,
         warm: word & 0b1_0000 != 0,
@@ -180,6 +187,7 @@ mod tests {
             warm: generation % 3 == 1,
             version: generation * 7,
             incarnation: generation % 2 + 1,
+            shadow: generation % 4 == 1,
         }
     }
 
@@ -222,6 +230,7 @@ mod tests {
             warm: false,
             version,
             incarnation,
+            shadow: false,
         }
     }
 

@@ -151,12 +151,18 @@ impl ScenarioEngine for RedisEngine {
         self.block_on(Breaker::reset(self.breaker())).unwrap()
     }
 
+    fn set_shadow(&self, on: bool) {
+        self.block_on(Breaker::set_shadow(self.breaker(), on))
+            .unwrap()
+    }
+
     fn take_events(&self) -> Vec<EventKind> {
         std::mem::take(&mut *self.events.lock().unwrap())
             .into_iter()
             .filter_map(|event| match event {
                 EventKind::Transition(t) => Some(EventKind::Transition(t)),
                 EventKind::Rejected(open) => Some(EventKind::Rejected(open)),
+                EventKind::ShadowRejected(open) => Some(EventKind::ShadowRejected(open)),
                 EventKind::StaleResult { generation } => {
                     Some(EventKind::StaleResult { generation })
                 }

@@ -56,6 +56,13 @@ macro_rules! with_shared_scenarios {
                 a_dropped_permit_after_disable_expiry_closes_the_breaker,
                 reset_always_starts_a_fresh_closed_generation,
             ]
+            shadow: [
+                shadow_trips_as_usual_but_admits_and_counts_would_be_rejections,
+                shadow_keeps_the_half_open_probe_limit_and_its_transitions,
+                shadow_admits_the_acquire_that_reopens_a_timed_out_half_open,
+                shadow_switches_at_runtime_and_changes_no_phase,
+                shadow_changes_nothing_for_calls_that_are_admitted_anyway,
+            ]
         }
     };
 }

@@ -107,6 +107,8 @@ impl<C: Clock> Builder<C> {
         required_successes(n: u32);
         /// See [`ConfigBuilder::half_open_timeout`].
         half_open_timeout(timeout: Duration);
+        /// See [`ConfigBuilder::shadow`] (rule 20).
+        shadow(on: bool);
     }
 
     /// Starts from a ready config (later setters still apply on top of it).

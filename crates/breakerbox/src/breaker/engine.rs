@@ -19,7 +19,7 @@ use super::word::Word;
 use crate::config::WindowKind;
 use crate::events::{EventKind, Listeners};
 use crate::model::{evaluate_trip, PermitKind, Transition, TripReason, WindowCounts};
-use crate::sync::{lock, AtomicU64, Mutex, Ordering};
+use crate::sync::{lock, AtomicBool, AtomicU64, Mutex, Ordering};
 use crate::{CircuitOpen, Clock, Config, JitterSource, Nanos, Phase, Verdict};
 
 pub(crate) enum EngineWindow {
@@ -44,6 +44,10 @@ pub(crate) struct Engine<C> {
     pub(super) streak: super::padded::Padded<Streak>,
     pub(super) window: EngineWindow,
     pub(super) stale: AtomicU64,
+    /// Rule 20: admit what would be rejected (read only off the closed fast path).
+    pub(super) shadow: AtomicBool,
+    /// Rule 20: would-be rejections admitted in shadow mode.
+    pub(super) shadow_rejections: AtomicU64,
     pub(super) cold: Mutex<Cold>,
     pub(crate) config: Config,
     pub(crate) clock: C,
@@ -90,6 +94,8 @@ impl<C: Clock> Engine<C> {
             streak: super::padded::Padded(Streak::new(0)),
             window,
             stale: AtomicU64::new(0),
+            shadow: AtomicBool::new(config.shadow),
+            shadow_rejections: AtomicU64::new(0),
             cold: Mutex::new(Cold { trips: 0 }),
             config,
             clock,
@@ -122,11 +128,15 @@ impl<C: Clock> Engine<C> {
             Phase::Open | Phase::ForcedOpen => {
                 let until = self.until.load(Ordering::Acquire);
                 if until == u64::MAX && w.phase() == Phase::ForcedOpen {
-                    return Err(self.rejected(Phase::ForcedOpen, None));
+                    return self.rejected(w.generation(), Phase::ForcedOpen, None);
                 }
                 let now = self.clock.now_coarse();
                 if now.as_u64() < until {
-                    return Err(self.rejected(w.phase(), Some(Nanos(until - now.as_u64()))));
+                    return self.rejected(
+                        w.generation(),
+                        w.phase(),
+                        Some(Nanos(until - now.as_u64())),
+                    );
                 }
                 self.acquire_slow(now)
             }
@@ -147,7 +157,16 @@ impl<C: Clock> Engine<C> {
     }
 
     /// What [`Engine::acquire`] would answer now, if it would reject; changes nothing.
+    /// In shadow mode (rule 20) nothing is rejected.
     pub(crate) fn check(&self) -> Result<(), CircuitOpen> {
+        match self.check_rules() {
+            Err(_) if self.shadow.load(Ordering::Relaxed) => Ok(()),
+            answer => answer,
+        }
+    }
+
+    /// What the rules alone would answer (without shadow mode).
+    fn check_rules(&self) -> Result<(), CircuitOpen> {
         let w = self.load();
         let retry = |until: u64, now: Nanos| Some(Nanos(until.saturating_sub(now.as_u64())));
         match w.phase() {
@@ -204,7 +223,11 @@ impl<C: Clock> Engine<C> {
             Ok(generation) => Ok((generation, PermitKind::Probe)),
             // The word moved to another phase meanwhile: decide afresh.
             Err(current) if current.generation() != w.generation() => self.acquire(),
-            Err(_) => Err(self.rejected(Phase::HalfOpen, Some(Nanos(deadline - now.as_u64())))),
+            Err(_) => self.rejected(
+                w.generation(),
+                Phase::HalfOpen,
+                Some(Nanos(deadline - now.as_u64())),
+            ),
         }
     }
 
@@ -245,9 +268,9 @@ impl<C: Clock> Engine<C> {
                         let w = self.enter_half_open_locked(&mut cold, w, now, &mut pending);
                         Ok((w.generation(), PermitKind::Probe))
                     } else if until == u64::MAX && w.phase() == Phase::ForcedOpen {
-                        Err((w.phase(), None))
+                        Err((w.generation(), w.phase(), None))
                     } else {
-                        Err((w.phase(), Some(Nanos(until - now.as_u64()))))
+                        Err((w.generation(), w.phase(), Some(Nanos(until - now.as_u64()))))
                     }
                 }
                 Phase::HalfOpen => {
@@ -255,21 +278,47 @@ impl<C: Clock> Engine<C> {
                     let deadline = Nanos(self.deadline.load(Ordering::Acquire));
                     self.reserve_probe(w)
                         .map(|generation| (generation, PermitKind::Probe))
-                        .map_err(|_| (Phase::HalfOpen, Some(deadline.saturating_sub(now))))
+                        .map_err(|_| {
+                            (
+                                w.generation(),
+                                Phase::HalfOpen,
+                                Some(deadline.saturating_sub(now)),
+                            )
+                        })
                 }
             }
         };
         self.announce(pending);
-        decision.map_err(|(phase, retry)| self.rejected(phase, retry))
+        decision.or_else(|(generation, phase, retry)| self.rejected(generation, phase, retry))
     }
 
+    /// A rejection in `phase` of `generation`, or, in shadow mode (rule 20), a passthrough
+    /// permit of that generation, counted as a would-be rejection.
     #[inline]
-    fn rejected(&self, phase: Phase, retry_after: Option<Nanos>) -> CircuitOpen {
+    fn rejected(
+        &self,
+        generation: u64,
+        phase: Phase,
+        retry_after: Option<Nanos>,
+    ) -> Result<(u64, PermitKind), CircuitOpen> {
         let open = CircuitOpen::from_nanos(phase, retry_after.map(Nanos::as_u64));
+        if self.shadow.load(Ordering::Relaxed) {
+            self.shadow_rejections.fetch_add(1, Ordering::Relaxed);
+            if self.listeners.active() {
+                self.listeners
+                    .emit(&self.name, EventKind::ShadowRejected(open));
+            }
+            return Ok((generation, PermitKind::Passthrough));
+        }
         if self.listeners.active() {
             self.listeners.emit(&self.name, EventKind::Rejected(open));
         }
-        open
+        Err(open)
+    }
+
+    /// Rule 20: switches shadow mode; changes nothing else.
+    pub(crate) fn set_shadow(&self, on: bool) {
+        self.shadow.store(on, Ordering::Relaxed);
     }
 
     // ----- outcomes ------------------------------------------------------------------

@@ -36,6 +36,7 @@ pub struct ConfigBuilder {
     max_probes: Option<u32>,
     required_successes: Option<u32>,
     half_open_timeout: Option<Duration>,
+    shadow: bool,
 }
 
 /// Defaults, public so every engine and document agrees on them.
@@ -140,6 +141,14 @@ impl ConfigBuilder {
         self
     }
 
+    /// Starts the breaker in shadow mode (rule 20): every rule and transition runs, but
+    /// nothing is rejected; would-be rejections are counted and reported as
+    /// [`EventKind::ShadowRejected`](crate::EventKind::ShadowRejected) events.
+    pub fn shadow(mut self, on: bool) -> Self {
+        self.shadow = on;
+        self
+    }
+
     /// Validates and builds the config.
     pub fn build(self) -> Result<Config, ConfigError> {
         let failure_rate = self
@@ -208,6 +217,7 @@ impl ConfigBuilder {
             half_open_timeout: self
                 .half_open_timeout
                 .unwrap_or(defaults::HALF_OPEN_TIMEOUT),
+            shadow: self.shadow,
         };
         validate(&config)?;
         Ok(config)
@@ -346,6 +356,7 @@ impl From<Config> for ConfigBuilder {
             max_probes: Some(c.max_probes),
             required_successes: Some(c.required_successes),
             half_open_timeout: Some(c.half_open_timeout),
+            shadow: c.shadow,
         }
     }
 }

@@ -29,6 +29,7 @@ use crate::ConfigError;
 /// max_probes = 1                    # probes in flight in half-open
 /// required_successes = 2            # probe successes that close
 /// half_open_timeout = "30s"         # half-open not confirmed by then re-opens
+/// shadow = false                    # true: admit every call, count would-be rejections
 /// ```
 ///
 /// A missing key takes the builder's default ([`defaults`](super::defaults)). Durations
@@ -124,6 +125,9 @@ pub struct ConfigFile {
         with = "keys::half_open_timeout"
     )]
     pub half_open_timeout: Option<Duration>,
+    /// Start in shadow mode (rule 20): admit every call, count would-be rejections.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<bool>,
 }
 
 impl ConfigFile {
@@ -178,6 +182,9 @@ impl ConfigFile {
         if let Some(t) = self.half_open_timeout {
             b = b.half_open_timeout(t);
         }
+        if let Some(on) = self.shadow {
+            b = b.shadow(on);
+        }
         b.build()
     }
 }
@@ -202,6 +209,7 @@ impl From<&Config> for ConfigFile {
             max_probes: Some(c.max_probes),
             required_successes: Some(c.required_successes),
             half_open_timeout: Some(c.half_open_timeout),
+            shadow: c.shadow.then_some(true),
         }
     }
 }

@@ -22,6 +22,7 @@ enum Manual {
     ForceOpen(Option<Duration>),
     Disable(Option<Duration>),
     Reset,
+    Shadow(bool),
 }
 
 /// What every engine offers, object-safe.
@@ -95,6 +96,7 @@ impl<B: Breaker> ErasedBreaker for B {
             Manual::Disable(None) => boxed(Breaker::disable(self)),
             Manual::Disable(Some(d)) => boxed(Breaker::disable_for(self, d)),
             Manual::Reset => boxed(Breaker::reset(self)),
+            Manual::Shadow(on) => boxed(Breaker::set_shadow(self, on)),
         }
     }
 
@@ -266,6 +268,10 @@ impl Breaker for DynBreaker {
 
     fn reset(&self) -> impl Future<Output = Result<(), DynError>> + Send + 'static {
         self.engine.manual(Manual::Reset)
+    }
+
+    fn set_shadow(&self, on: bool) -> impl Future<Output = Result<(), DynError>> + Send + 'static {
+        self.engine.manual(Manual::Shadow(on))
     }
 
     fn flush(&self) -> impl Future<Output = ()> + Send + 'static {

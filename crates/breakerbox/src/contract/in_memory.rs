@@ -96,6 +96,14 @@ impl<C: Clock + Clone> Breaker for CircuitBreaker<C> {
         ready(Ok(()))
     }
 
+    fn set_shadow(
+        &self,
+        on: bool,
+    ) -> impl Future<Output = Result<(), Infallible>> + Send + 'static {
+        CircuitBreaker::set_shadow(self, on);
+        ready(Ok(()))
+    }
+
     fn is_idle(&self) -> bool {
         CircuitBreaker::phase(self) == Phase::Closed && self.handles() == 1
     }
@@ -245,6 +253,13 @@ impl<C: Clock + Clone> Breaker for &'static CircuitBreaker<C> {
 
     fn reset(&self) -> impl Future<Output = Result<(), Infallible>> + Send + 'static {
         Breaker::reset(*self)
+    }
+
+    fn set_shadow(
+        &self,
+        on: bool,
+    ) -> impl Future<Output = Result<(), Infallible>> + Send + 'static {
+        Breaker::set_shadow(*self, on)
     }
 
     /// A program-long breaker frees nothing when dropped from a registry: idle when closed.

@@ -52,6 +52,8 @@ pub(crate) trait ScenarioEngine: Sized {
     fn disable_for(&self, duration: Duration);
     /// Back to a fresh closed phase.
     fn reset(&self);
+    /// Switches shadow mode (rule 20).
+    fn set_shadow(&self, on: bool);
     /// The events seen since the last call: transitions, rejections and stale results.
     fn take_events(&self) -> Vec<EventKind>;
 }

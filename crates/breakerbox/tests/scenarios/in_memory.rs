@@ -80,6 +80,10 @@ impl ScenarioEngine for InMemory {
         self.breaker.reset()
     }
 
+    fn set_shadow(&self, on: bool) {
+        self.breaker.set_shadow(on)
+    }
+
     fn take_events(&self) -> Vec<EventKind> {
         self.recorder.take()
     }

@@ -91,6 +91,10 @@ impl ScenarioEngine for ThroughContract {
         let _ = now(Breaker::reset(&self.breaker));
     }
 
+    fn set_shadow(&self, on: bool) {
+        let _ = now(Breaker::set_shadow(&self.breaker, on));
+    }
+
     fn take_events(&self) -> Vec<EventKind> {
         self.recorder.take()
     }
