@@ -10,6 +10,84 @@ use crate::{
     CircuitBreaker, CircuitOpen, Clock, Config, OwnedPermit, Permit, Phase, Snapshot, Verdict,
 };
 
+/// The methods both in-memory engines (an owned handle, a program-long reference) answer the
+/// same way: through [`CircuitBreaker`]'s own methods, at once.
+macro_rules! in_memory_answers {
+    () => {
+        fn name(&self) -> &str {
+            CircuitBreaker::name(self)
+        }
+
+        fn config(&self) -> &Config {
+            CircuitBreaker::config(self)
+        }
+
+        fn clock(&self) -> &C {
+            CircuitBreaker::clock(self)
+        }
+
+        fn phase(&self) -> Phase {
+            CircuitBreaker::phase(self)
+        }
+
+        #[inline]
+        fn check(&self) -> Result<(), CircuitOpen> {
+            CircuitBreaker::check(self)
+        }
+
+        #[inline]
+        fn try_acquire_local(&self) -> LocalAdmission<Permit<'_, C>> {
+            match CircuitBreaker::try_acquire(self) {
+                Ok(permit) => LocalAdmission::Admitted(permit),
+                Err(open) => LocalAdmission::Rejected(open),
+            }
+        }
+
+        fn snapshot(&self) -> impl Future<Output = Result<Snapshot, Infallible>> + Send + 'static {
+            ready(Ok(CircuitBreaker::snapshot(self)))
+        }
+
+        fn force_open(&self) -> impl Future<Output = Result<(), Infallible>> + Send + 'static {
+            CircuitBreaker::force_open(self);
+            ready(Ok(()))
+        }
+
+        fn force_open_for(
+            &self,
+            duration: Duration,
+        ) -> impl Future<Output = Result<(), Infallible>> + Send + 'static {
+            CircuitBreaker::force_open_for(self, duration);
+            ready(Ok(()))
+        }
+
+        fn disable(&self) -> impl Future<Output = Result<(), Infallible>> + Send + 'static {
+            CircuitBreaker::disable(self);
+            ready(Ok(()))
+        }
+
+        fn disable_for(
+            &self,
+            duration: Duration,
+        ) -> impl Future<Output = Result<(), Infallible>> + Send + 'static {
+            CircuitBreaker::disable_for(self, duration);
+            ready(Ok(()))
+        }
+
+        fn reset(&self) -> impl Future<Output = Result<(), Infallible>> + Send + 'static {
+            CircuitBreaker::reset(self);
+            ready(Ok(()))
+        }
+
+        fn set_shadow(
+            &self,
+            on: bool,
+        ) -> impl Future<Output = Result<(), Infallible>> + Send + 'static {
+            CircuitBreaker::set_shadow(self, on);
+            ready(Ok(()))
+        }
+    };
+}
+
 impl<C: Clock + Clone> Breaker for CircuitBreaker<C> {
     type Clock = C;
     type Permit<'a>
@@ -20,34 +98,7 @@ impl<C: Clock + Clone> Breaker for CircuitBreaker<C> {
     type Acquire = Ready<Result<OwnedPermit<C>, CircuitOpen>>;
     type Error = Infallible;
 
-    fn name(&self) -> &str {
-        CircuitBreaker::name(self)
-    }
-
-    fn config(&self) -> &Config {
-        CircuitBreaker::config(self)
-    }
-
-    fn clock(&self) -> &C {
-        CircuitBreaker::clock(self)
-    }
-
-    fn phase(&self) -> Phase {
-        CircuitBreaker::phase(self)
-    }
-
-    #[inline]
-    fn check(&self) -> Result<(), CircuitOpen> {
-        CircuitBreaker::check(self)
-    }
-
-    #[inline]
-    fn try_acquire_local(&self) -> LocalAdmission<Permit<'_, C>> {
-        match self.try_acquire() {
-            Ok(permit) => LocalAdmission::Admitted(permit),
-            Err(open) => LocalAdmission::Rejected(open),
-        }
-    }
+    in_memory_answers!();
 
     #[inline]
     fn try_acquire_local_owned(&self) -> LocalAdmission<OwnedPermit<C>> {
@@ -59,49 +110,6 @@ impl<C: Clock + Clone> Breaker for CircuitBreaker<C> {
 
     fn acquire(&self) -> Self::Acquire {
         ready(self.try_acquire_owned())
-    }
-
-    fn snapshot(&self) -> impl Future<Output = Result<Snapshot, Infallible>> + Send + 'static {
-        ready(Ok(CircuitBreaker::snapshot(self)))
-    }
-
-    fn force_open(&self) -> impl Future<Output = Result<(), Infallible>> + Send + 'static {
-        CircuitBreaker::force_open(self);
-        ready(Ok(()))
-    }
-
-    fn force_open_for(
-        &self,
-        duration: Duration,
-    ) -> impl Future<Output = Result<(), Infallible>> + Send + 'static {
-        CircuitBreaker::force_open_for(self, duration);
-        ready(Ok(()))
-    }
-
-    fn disable(&self) -> impl Future<Output = Result<(), Infallible>> + Send + 'static {
-        CircuitBreaker::disable(self);
-        ready(Ok(()))
-    }
-
-    fn disable_for(
-        &self,
-        duration: Duration,
-    ) -> impl Future<Output = Result<(), Infallible>> + Send + 'static {
-        CircuitBreaker::disable_for(self, duration);
-        ready(Ok(()))
-    }
-
-    fn reset(&self) -> impl Future<Output = Result<(), Infallible>> + Send + 'static {
-        CircuitBreaker::reset(self);
-        ready(Ok(()))
-    }
-
-    fn set_shadow(
-        &self,
-        on: bool,
-    ) -> impl Future<Output = Result<(), Infallible>> + Send + 'static {
-        CircuitBreaker::set_shadow(self, on);
-        ready(Ok(()))
     }
 
     fn is_idle(&self) -> bool {
@@ -182,34 +190,7 @@ impl<C: Clock + Clone> Breaker for &'static CircuitBreaker<C> {
     type Acquire = Ready<Result<Permit<'static, C>, CircuitOpen>>;
     type Error = Infallible;
 
-    fn name(&self) -> &str {
-        CircuitBreaker::name(self)
-    }
-
-    fn config(&self) -> &Config {
-        CircuitBreaker::config(self)
-    }
-
-    fn clock(&self) -> &C {
-        CircuitBreaker::clock(self)
-    }
-
-    fn phase(&self) -> Phase {
-        CircuitBreaker::phase(self)
-    }
-
-    #[inline]
-    fn check(&self) -> Result<(), CircuitOpen> {
-        CircuitBreaker::check(self)
-    }
-
-    #[inline]
-    fn try_acquire_local(&self) -> LocalAdmission<Permit<'_, C>> {
-        match CircuitBreaker::try_acquire(self) {
-            Ok(permit) => LocalAdmission::Admitted(permit),
-            Err(open) => LocalAdmission::Rejected(open),
-        }
-    }
+    in_memory_answers!();
 
     #[inline]
     fn try_acquire_local_owned(&self) -> LocalAdmission<Permit<'static, C>> {
@@ -223,43 +204,6 @@ impl<C: Clock + Clone> Breaker for &'static CircuitBreaker<C> {
     fn acquire(&self) -> Self::Acquire {
         let breaker: &'static CircuitBreaker<C> = self;
         ready(breaker.try_acquire())
-    }
-
-    fn snapshot(&self) -> impl Future<Output = Result<Snapshot, Infallible>> + Send + 'static {
-        Breaker::snapshot(*self)
-    }
-
-    fn force_open(&self) -> impl Future<Output = Result<(), Infallible>> + Send + 'static {
-        Breaker::force_open(*self)
-    }
-
-    fn force_open_for(
-        &self,
-        duration: Duration,
-    ) -> impl Future<Output = Result<(), Infallible>> + Send + 'static {
-        Breaker::force_open_for(*self, duration)
-    }
-
-    fn disable(&self) -> impl Future<Output = Result<(), Infallible>> + Send + 'static {
-        Breaker::disable(*self)
-    }
-
-    fn disable_for(
-        &self,
-        duration: Duration,
-    ) -> impl Future<Output = Result<(), Infallible>> + Send + 'static {
-        Breaker::disable_for(*self, duration)
-    }
-
-    fn reset(&self) -> impl Future<Output = Result<(), Infallible>> + Send + 'static {
-        Breaker::reset(*self)
-    }
-
-    fn set_shadow(
-        &self,
-        on: bool,
-    ) -> impl Future<Output = Result<(), Infallible>> + Send + 'static {
-        Breaker::set_shadow(*self, on)
     }
 
     /// A program-long breaker frees nothing when dropped from a registry: idle when closed.
