@@ -7,6 +7,9 @@
 
 mod support;
 
+#[path = "support/hostile_posts.rs"]
+mod hostile_posts;
+
 use breakerbox::{CircuitBreaker, Phase};
 use breakerbox_admin::AdminService;
 use support::{request, Served};
@@ -27,35 +30,7 @@ fn without_a_token_simple_cross_origin_or_rebound_posts_cannot_trip_a_breaker() 
     let (breaker, served) = one(None);
     let trip = "/breakers/payments/trip";
     let own_origin = format!("http://{}", served.addr);
-    for (what, headers) in [
-        (
-            "a simple text/plain form post from another origin",
-            vec![
-                ("content-type", "text/plain"),
-                ("origin", "http://evil.example"),
-            ],
-        ),
-        ("a simple post with no content type", vec![]),
-        (
-            "a JSON post from another origin",
-            vec![
-                ("content-type", "application/json"),
-                ("origin", "http://evil.example"),
-            ],
-        ),
-        (
-            "a JSON post through a rebound DNS name",
-            vec![
-                ("content-type", "application/json"),
-                ("host", "evil.example:9090"),
-                ("origin", "http://evil.example:9090"),
-            ],
-        ),
-        (
-            "a JSON post with an opaque origin",
-            vec![("content-type", "application/json"), ("origin", "null")],
-        ),
-    ] {
+    for (what, headers) in hostile_posts::cross_origin_posts() {
         let reply = request(served.addr, "POST", trip, &headers, b"");
         assert_eq!(reply.status, 403, "{what}: {}", reply.body);
         assert_eq!(reply.json()["error"], "forbidden", "{what}");

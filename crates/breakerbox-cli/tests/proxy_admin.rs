@@ -8,6 +8,9 @@
 #[path = "support/proxy_harness.rs"]
 mod harness;
 
+#[path = "../../breakerbox-admin/tests/support/hostile_posts.rs"]
+mod hostile_posts;
+
 use harness::{admin_post, request, temp_dir, ProxyProcess, Upstream};
 
 fn start(name: &str, admin_extra: &str) -> (Upstream, ProxyProcess) {
@@ -27,35 +30,7 @@ fn without_a_token_simple_or_cross_origin_posts_cannot_trip_a_breaker() {
     let own = proxy.admin.to_string();
     let own_origin = format!("http://{own}");
     let trip = "/breakers/payments/trip";
-    for (what, headers) in [
-        (
-            "a simple text/plain form post from another origin",
-            vec![
-                ("content-type", "text/plain"),
-                ("origin", "http://evil.example"),
-            ],
-        ),
-        ("a simple post with no content type", vec![]),
-        (
-            "a JSON post from another origin",
-            vec![
-                ("content-type", "application/json"),
-                ("origin", "http://evil.example"),
-            ],
-        ),
-        (
-            "a JSON post through a rebound DNS name",
-            vec![
-                ("content-type", "application/json"),
-                ("host", "evil.example:9090"),
-                ("origin", "http://evil.example:9090"),
-            ],
-        ),
-        (
-            "a JSON post with an opaque origin",
-            vec![("content-type", "application/json"), ("origin", "null")],
-        ),
-    ] {
+    for (what, headers) in hostile_posts::cross_origin_posts() {
         let reply = request(proxy.admin, "POST", trip, &headers, b"");
         assert_eq!(reply.status, 403, "{what}: {}", reply.body);
         assert_eq!(
