@@ -286,6 +286,26 @@ fn recloser_call_mixed(breaker: &Recloser, every: u32) -> impl Fn() + Sync + '_ 
     }
 }
 
+/// A row with breakerbox's three columns measured under mixed traffic (the peers' left
+/// empty, for the caller to fill).
+fn ours_mixed(
+    plan: Plan,
+    threads: usize,
+    case: &'static str,
+    breaker: &CircuitBreaker,
+    every: u32,
+) -> Row {
+    Row {
+        case,
+        threads,
+        ours_permit: measure(plan, threads, ours_permit_mixed(breaker, every)),
+        ours_contract: measure(plan, threads, ours_contract_mixed(breaker, every)),
+        ours_call: measure(plan, threads, ours_call_mixed(breaker, every)),
+        failsafe: None,
+        recloser: None,
+    }
+}
+
 /// Mixed traffic (every `every`-th call of each thread fails) against a failure rate of 0.5
 /// over a count window of 100: it never trips, but the window always holds failures.
 fn mixed_count_window(plan: Plan, threads: usize, every: u32) -> Row {
@@ -302,13 +322,9 @@ fn mixed_count_window(plan: Plan, threads: usize, every: u32) -> Row {
         _ => "mixed 10 % failures, failure rate 0.5 over 100 calls",
     };
     let row = Row {
-        case,
-        threads,
-        ours_permit: measure(plan, threads, ours_permit_mixed(&breaker, every)),
-        ours_contract: measure(plan, threads, ours_contract_mixed(&breaker, every)),
-        ours_call: measure(plan, threads, ours_call_mixed(&breaker, every)),
         failsafe: Some(measure(plan, threads, failsafe_call_mixed(&fs, every))),
         recloser: Some(measure(plan, threads, recloser_call_mixed(&rc, every))),
+        ..ours_mixed(plan, threads, case, &breaker, every)
     };
     assert_eq!(breaker.phase(), Phase::Closed);
     row
@@ -336,13 +352,8 @@ fn mixed_time_window(plan: Plan, threads: usize, every: u32, buckets: u32) -> Ro
         _ => "mixed 10 % failures, failure rate 0.5 over 10 s (1,000 buckets)",
     };
     let row = Row {
-        case,
-        threads,
-        ours_permit: measure(plan, threads, ours_permit_mixed(&breaker, every)),
-        ours_contract: measure(plan, threads, ours_contract_mixed(&breaker, every)),
-        ours_call: measure(plan, threads, ours_call_mixed(&breaker, every)),
         failsafe: Some(measure(plan, threads, failsafe_call_mixed(&fs, every))),
-        recloser: None,
+        ..ours_mixed(plan, threads, case, &breaker, every)
     };
     assert_eq!(breaker.phase(), Phase::Closed);
     row

@@ -201,6 +201,7 @@ impl TimeWindow {
         exact.advance(self.period(now));
         // A reading that lags a period another thread started is filed in that period.
         let period = exact.current;
+        let period_end = period.saturating_add(1).saturating_mul(self.width);
         let plain = !failed && !slow;
         match self.lanes.mine() {
             Some(lane) if plain => {
@@ -215,8 +216,7 @@ impl TimeWindow {
                             },
                         );
                     }
-                    let until = period.saturating_add(1).saturating_mul(self.width);
-                    lane.rekey(generation, period, until);
+                    lane.rekey(generation, period, period_end);
                 }
                 lane.add();
             }
@@ -233,9 +233,8 @@ impl TimeWindow {
         if counts.calls >= self.gate {
             // Written once per period: a write on every event would take the line from
             // the other cores, whose plain successes read it.
-            let until = period.saturating_add(1).saturating_mul(self.width);
-            if until > self.ready_until.load(Ordering::Relaxed) {
-                self.ready_until.fetch_max(until, Ordering::AcqRel);
+            if period_end > self.ready_until.load(Ordering::Relaxed) {
+                self.ready_until.fetch_max(period_end, Ordering::AcqRel);
             }
         }
         Some(counts)
