@@ -264,6 +264,9 @@ mod tests {
 
     #[test]
     fn threads_beyond_the_slots_file_under_the_lock_and_lose_nothing() {
+        let _exclusive = super::super::thread_slot::SLOT_TESTS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         let threads = super::super::thread_slot::SLOTS + 16;
         let per_thread = 500u64;
         let w = std::sync::Arc::new(CountWindow::new(60_000, 1, 4));

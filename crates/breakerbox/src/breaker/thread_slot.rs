@@ -128,6 +128,11 @@ pub(crate) fn current() -> Option<usize> {
     Some(number.parse::<usize>().unwrap_or(0) % SLOTS)
 }
 
+/// Held by tests that need to know how many slots are taken (one that takes them all, one
+/// that needs one free): `cargo test` runs a crate's tests as threads of one process.
+#[cfg(all(test, not(loom)))]
+pub(crate) static SLOT_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
@@ -136,6 +141,7 @@ mod tests {
 
     #[test]
     fn live_threads_hold_distinct_slots_and_exited_ones_give_theirs_back() {
+        let _exclusive = SLOT_TESTS.lock().unwrap_or_else(|e| e.into_inner());
         let threads = 8;
         let barrier = Arc::new(Barrier::new(threads));
         let slots: Vec<Option<usize>> = (0..threads)
