@@ -6,6 +6,7 @@ mod admin;
 mod balance;
 mod body;
 mod capacity;
+mod concurrency;
 mod config;
 mod download;
 mod exchange;
@@ -104,7 +105,9 @@ async fn serve(config: ProxyConfig) -> anyhow::Result<()> {
             None => guard::local(&u.name, u.breaker.clone(), recorder.clone()),
         }
         .with_context(|| format!("breaker {}", u.name))?;
+        let limit = u.concurrency.map(concurrency::Limit::new);
         upstreams.push(Upstream {
+            limit,
             config: u,
             breaker,
             shared,

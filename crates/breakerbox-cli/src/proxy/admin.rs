@@ -64,7 +64,22 @@ impl Upstreams {
             .with_detail("upstream", format!("http://{}{}", c.authority, c.base_path))
             .with_detail("route", json!(c.route))
             .with_detail("host", json!(c.host))
-            .with_detail("shared", upstream.shared);
+            .with_detail("shared", upstream.shared)
+            .with_detail(
+                "concurrency",
+                match &upstream.limit {
+                    Some(limit) => {
+                        let config = limit.config();
+                        json!({
+                            "in_flight": limit.in_flight(),
+                            "pending": limit.pending(),
+                            "max_in_flight": config.max_in_flight,
+                            "max_pending": config.max_pending,
+                        })
+                    }
+                    None => Value::Null,
+                },
+            );
         if let Some(stats) = self.0.recorder.stats(&c.name) {
             listed = listed
                 .with_detail(
@@ -87,6 +102,7 @@ impl Upstreams {
                     },
                 )
                 .with_detail("rejections", stats.rejections())
+                .with_detail("overloaded", stats.overloads())
                 .with_detail("stale_results", stats.stale());
         }
         listed

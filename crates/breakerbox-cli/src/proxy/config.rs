@@ -11,8 +11,10 @@ use breakerbox_http::{HttpJudge, HttpJudgeConfig};
 use serde::Deserialize;
 use toml::{Table, Value};
 
+use super::concurrency::ConcurrencyConfig;
 use crate::spec::{breaker_config_at, DependencySpec};
 
+mod concurrency;
 mod fields;
 
 use fields::{address, duration, join, positive, string, sub_table, type_name, Errors};
@@ -113,6 +115,8 @@ pub struct UpstreamConfig {
     pub breaker: Config,
     /// The judge.
     pub judge: HttpJudge,
+    /// Its concurrency limits, when `max_in_flight` is set.
+    pub concurrency: Option<ConcurrencyConfig>,
 }
 
 const TOP_KEYS: &[&str] = &[
@@ -147,6 +151,9 @@ const UPSTREAM_KEYS: &[&str] = &[
     "breaker",
     "judge",
     "mode",
+    "max_in_flight",
+    "max_pending",
+    "pending_timeout",
 ];
 
 /// Reads and validates a config; `Err` holds every error found, each naming its key.
@@ -470,6 +477,7 @@ fn upstream(
             None
         }
     };
+    let concurrency = concurrency::concurrency(table, path, errors);
     let mut spec = DependencySpec::default();
     if let Some(value) = table.get("breaker") {
         match ConfigFile::deserialize(value.clone()) {
@@ -524,6 +532,7 @@ fn upstream(
         strip_prefix,
         breaker: breaker?,
         judge: judge?,
+        concurrency,
     })
 }
 

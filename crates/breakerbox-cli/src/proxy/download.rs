@@ -23,6 +23,7 @@ use hyper::body::Incoming;
 use tokio::time::Sleep;
 
 use super::body::BoxError;
+use super::concurrency::InFlight;
 use super::forward::Worker;
 use super::metrics::UpstreamError;
 use super::pool::Lent;
@@ -139,6 +140,9 @@ pub struct Outcome {
     pub judged: Option<Judgement>,
     /// The client's upload, when it had a body: its faults and waits are not the upstream's.
     pub upload: Option<Arc<UploadState>>,
+    /// The request's place under the upstream's concurrency limits, held to the end of
+    /// the body.
+    pub _place: Option<InFlight>,
 }
 
 impl Outcome {

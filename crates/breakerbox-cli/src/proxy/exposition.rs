@@ -61,6 +61,8 @@ impl Exposition {
                     .absolute(s.stale());
                 counter!("breakerbox_shadow_rejections_total", "breaker" => breaker.clone())
                     .absolute(s.shadow_rejections());
+                counter!("breakerbox_overloaded_total", "breaker" => breaker.clone())
+                    .absolute(s.overloads());
                 for kind in UpstreamError::ALL {
                     counter!(
                         "breakerbox_upstream_errors_total",
@@ -103,6 +105,10 @@ fn describe() {
     describe_counter!(
         "breakerbox_shadow_rejections_total",
         "Requests forwarded in shadow mode that the breaker would have answered 503."
+    );
+    describe_counter!(
+        "breakerbox_overloaded_total",
+        "Requests answered 503 at the upstream's max_in_flight and max_pending, not judged."
     );
     describe_counter!(
         "breakerbox_stale_results_total",

@@ -14,6 +14,7 @@ use http_body::Body;
 use hyper::body::Incoming;
 
 use super::body::ProxyBody;
+use super::concurrency::Limit;
 use super::config::{Limits, UpstreamConfig};
 use super::download::{BodyFault, Download, Hold, Outcome, UpstreamJudge};
 use super::exchange::{self, Failed};
@@ -32,6 +33,8 @@ pub struct Upstream {
     pub breaker: DynBreaker,
     /// Whether the breaker's state is shared through Redis.
     pub shared: bool,
+    /// Its concurrency limits, when configured.
+    pub limit: Option<Limit>,
 }
 
 /// The proxy: upstreams, limits and counters, shared by every worker thread.
@@ -126,6 +129,25 @@ impl Worker {
             Err(response) => return Ok(response),
         };
 
+        // A place under the concurrency limits comes before the breaker: an overloaded
+        // request is no call, takes no probe slot and is never judged.
+        let place = match &upstream.limit {
+            None => None,
+            Some(limit) => match limit.admit().await {
+                Ok(place) => Some(place),
+                Err(overloaded) => {
+                    if let Some(s) = stats {
+                        s.overloaded();
+                    }
+                    return Ok(reply::error(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "overloaded",
+                        Some(name),
+                        Some(overloaded.reason()),
+                    ));
+                }
+            },
+        };
         let ticket = match upstream.breaker.acquire_now_or_later().await {
             Ok(ticket) => ticket,
             Err(open) => {
@@ -255,6 +277,7 @@ impl Worker {
                     exchange,
                     judged,
                     upload,
+                    _place: place,
                 };
                 let mut download = Download::new(
                     incoming,

@@ -18,6 +18,7 @@ use super::upload::ClientFault;
 pub struct Stats {
     calls: [AtomicU64; 3],
     rejections: AtomicU64,
+    overloaded: AtomicU64,
     shadow_rejections: AtomicU64,
     stale: AtomicU64,
     upstream_errors: [AtomicU64; UpstreamError::ALL.len()],
@@ -116,6 +117,13 @@ impl Stats {
         self.rejections.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Counts a request answered 503 `overloaded` by the upstream's concurrency limits
+    /// (never a call: the breaker did not see it).
+    #[inline]
+    pub fn overloaded(&self) {
+        self.overloaded.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Counts an upstream that gave no response.
     pub fn upstream_error(&self, kind: UpstreamError) {
         self.upstream_errors[kind as usize].fetch_add(1, Ordering::Relaxed);
@@ -134,6 +142,11 @@ impl Stats {
     /// Requests rejected so far.
     pub fn rejections(&self) -> u64 {
         self.rejections.load(Ordering::Relaxed)
+    }
+
+    /// Requests answered 503 `overloaded` so far.
+    pub fn overloads(&self) -> u64 {
+        self.overloaded.load(Ordering::Relaxed)
     }
 
     /// Requests forwarded in shadow mode that the breaker would have rejected (rule 20),
