@@ -19,6 +19,7 @@ mod probe_watch;
 mod reply;
 mod server;
 mod target;
+mod tunnel;
 mod upload;
 
 use std::net::SocketAddr;

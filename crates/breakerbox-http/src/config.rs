@@ -57,7 +57,7 @@ use crate::StatusSelector;
 #[serde(deny_unknown_fields)]
 pub struct HttpJudgeConfig {
     /// Rules per code, range or class, over the defaults (5xx, 408 and 429 fail; other
-    /// 4xx and 1xx are ignored; 2xx and 3xx succeed).
+    /// 4xx and other 1xx are ignored; 2xx, 3xx and 101 succeed).
     #[serde(
         default,
         skip_serializing_if = "BTreeMap::is_empty",

@@ -23,7 +23,7 @@ pub const DEFAULT_BODY_CAP: usize = 64 * 1024;
 ///
 /// The order of the rules:
 /// 1. the status rule (code > range > class; defaults: 5xx, 408 and 429 fail, other 4xx
-///    and 1xx are ignored, 2xx and 3xx succeed);
+///    and other 1xx are ignored, 2xx, 3xx and 101 (an upgrade's handshake) succeed);
 /// 2. business codes, when configured for this status and the body is given: a failure
 ///    code fails even a 200, a success code succeeds;
 /// 3. latency: a success slower than the threshold (the probe threshold for half-open

@@ -8,7 +8,8 @@
 //!   ([`TransportError`]).
 //! - **Status rules** per code (`429`), range (`500-599`) or class (`5xx`), each a
 //!   failure, a success or ignored; the most specific rule wins. Defaults: 5xx, 408 and
-//!   429 fail; other 4xx and 1xx are ignored (the caller's fault, not the dependency's);
+//!   429 fail; other 4xx and 1xx are ignored (the caller's fault, not the dependency's), but
+//!   101 (an upgrade's handshake, a WebSocket's) succeeds;
 //!   2xx and 3xx succeed. `client_errors = "failure"` makes every 4xx a failure.
 //! - **Business codes** in a JSON body, found with JSON pointers, against failure and
 //!   success sets; the body is read up to a cap (64 KiB by default) and only when a rule

@@ -15,17 +15,33 @@ fn verdict(judge: &HttpJudge, code: u16) -> Verdict {
 }
 
 #[test]
-fn defaults_fail_5xx_408_and_429_ignore_other_4xx_and_1xx_and_pass_2xx_3xx() {
+fn defaults_fail_5xx_408_and_429_ignore_other_4xx_and_1xx_and_pass_2xx_3xx_and_101() {
     let judge = HttpJudge::default();
     for code in [500, 502, 503, 504, 599, 408, 429] {
         assert_eq!(verdict(&judge, code), Verdict::Failure, "{code}");
     }
-    for code in [400, 401, 403, 404, 409, 422, 499, 100, 101] {
+    for code in [400, 401, 403, 404, 409, 422, 499, 100, 102, 103] {
         assert_eq!(verdict(&judge, code), Verdict::Ignore, "{code}");
     }
-    for code in [200, 201, 204, 299, 301, 304, 399] {
+    // 101 Switching Protocols ends an upgrade's handshake (a WebSocket's) successfully.
+    for code in [101, 200, 201, 204, 299, 301, 304, 399] {
         assert_eq!(verdict(&judge, code), Verdict::Success, "{code}");
     }
+}
+
+#[test]
+fn the_default_for_101_can_be_changed_by_naming_it_but_not_by_the_1xx_class() {
+    let judge = HttpJudge::builder()
+        .status("101", Verdict::Ignore)
+        .build()
+        .unwrap();
+    assert_eq!(verdict(&judge, 101), Verdict::Ignore);
+    let judge = HttpJudge::builder()
+        .status("1xx", Verdict::Failure)
+        .build()
+        .unwrap();
+    assert_eq!(verdict(&judge, 101), Verdict::Success);
+    assert_eq!(verdict(&judge, 100), Verdict::Failure);
 }
 
 #[test]

@@ -23,6 +23,7 @@ use super::pool::{Pool, SendError};
 use super::reply;
 use super::server::Hangup;
 use super::target::{normalize_path, request_host, target_uri};
+use super::tunnel::Requested;
 use super::upload::{ClientFault, Upload, UploadState};
 
 /// One upstream with its breaker and judge.
@@ -67,7 +68,7 @@ impl Worker {
     /// wrapper around another): hyper's service moves it as it starts.
     pub async fn handle(
         self: Arc<Self>,
-        request: Request<Incoming>,
+        mut request: Request<Incoming>,
         peer: SocketAddr,
     ) -> Result<Response<ProxyBody>, Hangup> {
         let worker = &self;
@@ -123,6 +124,7 @@ impl Worker {
         let name = upstream.config.name.as_str();
         let stats = proxy.recorder.stats(name);
 
+        let upgrade = Requested::take(&mut request);
         let (mut parts, incoming) = request.into_parts();
         let (body, upload) = match proxy.request_body(incoming) {
             Ok(body) => body,
@@ -131,7 +133,7 @@ impl Worker {
 
         // A place under the concurrency limits comes before the breaker: an overloaded
         // request is no call, takes no probe slot and is never judged.
-        let place = match &upstream.limit {
+        let mut place = match &upstream.limit {
             None => None,
             Some(limit) => match limit.admit().await {
                 Ok(place) => Some(place),
@@ -167,6 +169,9 @@ impl Worker {
         }
         parts.version = http::Version::HTTP_11;
         strip_hop_by_hop(&mut parts.headers);
+        if let Some(upgrade) = &upgrade {
+            upgrade.ask_upstream(&mut parts.headers);
+        }
         forwarded_for(&mut parts.headers, peer);
         if !parts.headers.contains_key(header::HOST) {
             if let Ok(host) = HeaderValue::from_str(upstream.config.authority.as_str()) {
@@ -262,14 +267,37 @@ impl Worker {
                     ),
                 )
             }
-            Ok(head) => {
+            Ok(mut head) => {
                 let mut exchange = exchange;
+                let switched = head.response.status() == StatusCode::SWITCHING_PROTOCOLS;
+                // An upgrade the upstream accepted: judged on its head, then a tunnel.
+                let tunnel = upgrade.filter(|_| switched).map(|upgrade| {
+                    let mut headers = HeaderMap::new();
+                    upgrade.open(&mut head.response, &mut headers, place.take());
+                    headers
+                });
                 let (mut parts, incoming) = head.response.into_parts();
                 let (judged, read_up_to) =
                     match exchange.on_head(parts.status, &parts.headers, head.latency) {
                         AfterHead::Judged(judgement) => (Some(judgement), None),
                         AfterHead::ReadBody { cap } => (None, Some(cap)),
                     };
+                if let Some(tunnel_headers) = tunnel {
+                    let outcome = Outcome {
+                        worker: worker.clone(),
+                        slot,
+                        hold: Hold::new(ticket),
+                        exchange,
+                        judged,
+                        upload,
+                        _place: None,
+                    };
+                    // The body a rule may want is the tunnel's first bytes: the head decides.
+                    outcome.complete(None);
+                    strip_hop_by_hop(&mut parts.headers);
+                    parts.headers.extend(tunnel_headers);
+                    return Ok(Response::from_parts(parts, ProxyBody::empty()));
+                }
                 let outcome = Outcome {
                     worker: worker.clone(),
                     slot,

@@ -189,7 +189,8 @@ impl Pool {
             .await
             .map_err(SendError::Http)?;
         tokio::spawn(async move {
-            let _ = connection.await;
+            // With upgrades: a 101 hands the connection over to a tunnel.
+            let _ = connection.with_upgrades().await;
         });
         Ok(sender)
     }

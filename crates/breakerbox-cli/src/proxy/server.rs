@@ -228,7 +228,10 @@ where
                 }))
             }
         });
-        let connection = self.http.serve_connection(TokioIo::new(stream), service);
+        let connection = self
+            .http
+            .serve_connection(TokioIo::new(stream), service)
+            .with_upgrades();
         let mut stop = self.stop.clone();
         let open_tx = self.open_tx.clone();
         let open = self.open.clone();

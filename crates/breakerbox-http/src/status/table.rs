@@ -18,7 +18,7 @@ impl std::fmt::Debug for StatusTable {
         let mut list = f.debug_map();
         for (i, verdict) in self.verdicts.iter().enumerate() {
             let code = i as u16 + 100;
-            if *verdict != default_class(code) {
+            if *verdict != default_code(code).unwrap_or_else(|| default_class(code)) {
                 list.entry(&code, verdict);
             }
         }
@@ -37,10 +37,12 @@ fn default_class(code: u16) -> Verdict {
 }
 
 /// Codes with a default of their own: 408 Request Timeout and 429 Too Many Requests say the
-/// dependency is struggling, whatever the 4xx class says.
+/// dependency is struggling, whatever the 4xx class says; 101 Switching Protocols is the
+/// successful end of an upgrade's handshake (a WebSocket's), the only 1xx that is final.
 fn default_code(code: u16) -> Option<Verdict> {
     match code {
         408 | 429 => Some(Verdict::Failure),
+        101 => Some(Verdict::Success),
         _ => None,
     }
 }
