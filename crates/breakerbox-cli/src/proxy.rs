@@ -19,6 +19,7 @@ mod probe_watch;
 mod reply;
 mod server;
 mod target;
+mod tls;
 mod tunnel;
 mod upload;
 

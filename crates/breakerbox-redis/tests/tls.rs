@@ -3,93 +3,21 @@
 #![cfg(feature = "tls")]
 #![allow(clippy::unwrap_used)] // tests unwrap
 
+#[path = "support/certificates.rs"]
+mod certificates;
 #[path = "support/redis_server.rs"]
 mod redis_server;
 
 use std::net::TcpListener;
-use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use breakerbox::Config;
 use breakerbox_redis::{Fallback, Mode, RedisBreaker};
 use redis_server::RedisServer;
 
-fn openssl(dir: &Path, args: &[&str]) {
-    let status = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .expect("openssl is installed");
-    assert!(status.success(), "openssl {args:?}");
-}
-
-/// A CA and a server certificate for 127.0.0.1, in a fresh directory.
-fn certificates() -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("bb-tls-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("san.ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
-    openssl(
-        &dir,
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.crt",
-            "-subj",
-            "/CN=breakerbox test CA",
-            "-days",
-            "1",
-        ],
-    );
-    openssl(
-        &dir,
-        &[
-            "req",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            "server.key",
-            "-out",
-            "server.csr",
-            "-subj",
-            "/CN=127.0.0.1",
-        ],
-    );
-    openssl(
-        &dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            "server.csr",
-            "-CA",
-            "ca.crt",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-out",
-            "server.crt",
-            "-days",
-            "1",
-            "-extfile",
-            "san.ext",
-        ],
-    );
-    dir
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rediss_url_with_a_private_ca_shares_the_breaker_over_tls() {
-    let dir = certificates();
+    let dir = certificates::certificates("redis", "IP:127.0.0.1");
     let tls_port = TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

@@ -61,7 +61,7 @@ impl Upstreams {
     fn listed(&self, upstream: &Upstream) -> Listed {
         let c = &upstream.config;
         let mut listed = Listed::new(upstream.breaker.clone())
-            .with_detail("upstream", format!("http://{}{}", c.authority, c.base_path))
+            .with_detail("upstream", c.url())
             .with_detail("route", json!(c.route))
             .with_detail("host", json!(c.host))
             .with_detail("shared", upstream.shared)

@@ -11,11 +11,15 @@ use breakerbox_http::{HttpJudge, HttpJudgeConfig};
 use serde::Deserialize;
 use toml::{Table, Value};
 
+use std::sync::Arc;
+
 use super::concurrency::ConcurrencyConfig;
+use super::tls::UpstreamTls;
 use crate::spec::{breaker_config_at, DependencySpec};
 
 mod concurrency;
 mod fields;
+mod tls;
 
 use fields::{address, duration, join, positive, string, sub_table, type_name, Errors};
 
@@ -117,6 +121,17 @@ pub struct UpstreamConfig {
     pub judge: HttpJudge,
     /// Its concurrency limits, when `max_in_flight` is set.
     pub concurrency: Option<ConcurrencyConfig>,
+    /// TLS to the upstream, for an `https://` URL.
+    pub tls: Option<Arc<UpstreamTls>>,
+}
+
+impl UpstreamConfig {
+    /// The upstream's URL as the status shows it (never with credentials: none are
+    /// allowed).
+    pub fn url(&self) -> String {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}{}", self.authority, self.base_path)
+    }
 }
 
 const TOP_KEYS: &[&str] = &[
@@ -154,6 +169,7 @@ const UPSTREAM_KEYS: &[&str] = &[
     "max_in_flight",
     "max_pending",
     "pending_timeout",
+    "tls",
 ];
 
 /// Reads and validates a config; `Err` holds every error found, each naming its key.
@@ -478,6 +494,9 @@ fn upstream(
         }
     };
     let concurrency = concurrency::concurrency(table, path, errors);
+    let tls = target.as_ref().and_then(|(authority, _, https)| {
+        tls::upstream_tls(table, *https, authority.host(), path, errors)
+    });
     let mut spec = DependencySpec::default();
     if let Some(value) = table.get("breaker") {
         match ConfigFile::deserialize(value.clone()) {
@@ -521,7 +540,7 @@ fn upstream(
     if errors.0.len() != before {
         return None;
     }
-    let (authority, base_path) = target?;
+    let (authority, base_path, _) = target?;
     Some(UpstreamConfig {
         name: name?,
         index,
@@ -533,6 +552,7 @@ fn upstream(
         breaker: breaker?,
         judge: judge?,
         concurrency,
+        tls,
     })
 }
 
@@ -544,7 +564,12 @@ fn valid_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
-fn target(url: &str, key: &str, errors: &mut Errors) -> Option<(http::uri::Authority, String)> {
+/// The authority, the base path and whether the URL is `https`.
+fn target(
+    url: &str,
+    key: &str,
+    errors: &mut Errors,
+) -> Option<(http::uri::Authority, String, bool)> {
     // Never echo a URL with credentials in it.
     if authority_text(url).is_some_and(|a| a.contains('@')) {
         errors.push(
@@ -560,10 +585,11 @@ fn target(url: &str, key: &str, errors: &mut Errors) -> Option<(http::uri::Autho
             return None;
         }
     };
-    if uri.scheme_str() != Some("http") {
+    let https = uri.scheme_str() == Some("https");
+    if uri.scheme_str() != Some("http") && !https {
         errors.push(
             key,
-            format_args!("invalid value {url:?}: expected an http:// URL (https is not supported)"),
+            format_args!("invalid value {url:?}: expected an http:// or https:// URL"),
         );
         return None;
     }
@@ -583,7 +609,7 @@ fn target(url: &str, key: &str, errors: &mut Errors) -> Option<(http::uri::Autho
         return None;
     }
     let base = uri.path().trim_end_matches('/').to_string();
-    Some((authority, base))
+    Some((authority, base, https))
 }
 
 /// The authority part of `scheme://authority/...`, as written.

@@ -58,7 +58,12 @@ pub struct Worker {
 impl Worker {
     /// A worker over `proxy`, with an empty pool.
     pub fn new(proxy: Arc<Proxy>) -> Worker {
-        let pool = Arc::new(Pool::new(proxy.upstreams.len()));
+        let tls = proxy
+            .upstreams
+            .iter()
+            .map(|u| u.config.tls.clone())
+            .collect();
+        let pool = Arc::new(Pool::new(tls));
         Worker { proxy, pool }
     }
 

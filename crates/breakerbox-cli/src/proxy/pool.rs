@@ -13,6 +13,7 @@ use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 
 use super::body::ProxyBody;
+use super::tls::UpstreamTls;
 
 /// How many idle connections to keep per upstream and thread.
 const MAX_IDLE: usize = 1024;
@@ -64,9 +65,11 @@ fn copy_head(request: &Request<ProxyBody>) -> Request<ProxyBody> {
     copy
 }
 
-/// The idle connections of one worker, per upstream (by index).
+/// The idle connections of one worker, per upstream (by index), and how to open new
+/// ones (plain TCP, or TLS for an `https://` upstream).
 pub struct Pool {
     idle: Vec<Mutex<Vec<SendRequest<ProxyBody>>>>,
+    tls: Vec<Option<Arc<UpstreamTls>>>,
 }
 
 /// A connection lent to one exchange; give it back with [`Pool::put`].
@@ -84,10 +87,11 @@ impl Lent {
 }
 
 impl Pool {
-    /// A pool for `upstreams` upstreams.
-    pub fn new(upstreams: usize) -> Pool {
+    /// A pool for upstreams that speak TLS as `tls` says (one entry per upstream).
+    pub fn new(tls: Vec<Option<Arc<UpstreamTls>>>) -> Pool {
         Pool {
-            idle: (0..upstreams).map(|_| Mutex::new(Vec::new())).collect(),
+            idle: tls.iter().map(|_| Mutex::new(Vec::new())).collect(),
+            tls,
         }
     }
 
@@ -169,29 +173,51 @@ impl Pool {
         authority: &Authority,
         request: Request<ProxyBody>,
     ) -> Result<(Response<Incoming>, Lent), SendError> {
-        let mut sender = self.connect(authority).await?;
+        let mut sender = self.connect(slot, authority).await?;
         match sender.send_request(request).await {
             Ok(response) => Ok((response, self.lend(slot, sender))),
             Err(e) => Err(SendError::Http(e)),
         }
     }
 
-    async fn connect(&self, authority: &Authority) -> Result<SendRequest<ProxyBody>, SendError> {
-        let port = authority.port_u16().unwrap_or(80);
-        let stream = tokio::net::TcpStream::connect((authority.host(), port))
+    async fn connect(
+        &self,
+        slot: usize,
+        authority: &Authority,
+    ) -> Result<SendRequest<ProxyBody>, SendError> {
+        let tls = self.tls.get(slot).and_then(Option::as_ref);
+        let default_port = if tls.is_some() { 443 } else { 80 };
+        let port = authority.port_u16().unwrap_or(default_port);
+        // An IPv6 literal without its brackets.
+        let host = authority
+            .host()
+            .trim_start_matches('[')
+            .trim_end_matches(']');
+        let stream = tokio::net::TcpStream::connect((host, port))
             .await
             .map_err(SendError::Connect)?;
         let _ = stream.set_nodelay(true);
-        let (sender, connection) = hyper::client::conn::http1::Builder::new()
-            // As for the answers to clients (see `server::serve`): one buffer, plain writes.
-            .writev(false)
-            .handshake(TokioIo::new(stream))
-            .await
-            .map_err(SendError::Http)?;
-        tokio::spawn(async move {
-            // With upgrades: a 101 hands the connection over to a tunnel.
-            let _ = connection.with_upgrades().await;
-        });
-        Ok(sender)
+        match tls {
+            None => handshake(stream).await,
+            Some(tls) => handshake(tls.connect(stream).await.map_err(SendError::Connect)?).await,
+        }
     }
+}
+
+/// HTTP/1.1 over `io`, its connection driven by a task of its own.
+async fn handshake<T>(io: T) -> Result<SendRequest<ProxyBody>, SendError>
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
+    let (sender, connection) = hyper::client::conn::http1::Builder::new()
+        // As for the answers to clients (see `server::serve`): one buffer, plain writes.
+        .writev(false)
+        .handshake(TokioIo::new(io))
+        .await
+        .map_err(SendError::Http)?;
+    tokio::spawn(async move {
+        // With upgrades: a 101 hands the connection over to a tunnel.
+        let _ = connection.with_upgrades().await;
+    });
+    Ok(sender)
 }
