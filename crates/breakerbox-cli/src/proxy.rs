@@ -149,6 +149,7 @@ async fn serve(config: ProxyConfig) -> anyhow::Result<()> {
         let proxy = proxy.clone();
         let stop = stop_rx.clone();
         let connection_limit = connection_limit.clone();
+        let tls = config.tls.clone();
         let thread = std::thread::Builder::new()
             .name(format!("proxy-worker-{i}"))
             .spawn(move || -> anyhow::Result<usize> {
@@ -167,6 +168,7 @@ async fn serve(config: ProxyConfig) -> anyhow::Result<()> {
                         limits.shutdown_grace,
                         Some(connection_limit),
                         Some(balance),
+                        tls.map(tokio_rustls::TlsAcceptor::from),
                     )
                     .await)
                 })
@@ -175,7 +177,7 @@ async fn serve(config: ProxyConfig) -> anyhow::Result<()> {
         threads.push(thread);
     }
     eprintln!(
-        "breakerbox proxy: listening on {}, admin on {}, {} upstream(s), {} worker(s), at most {} connections{}",
+        "breakerbox proxy: listening on {}, admin on {}, {} upstream(s), {} worker(s), at most {} connections{}{}",
         local,
         admin_listener.local_addr()?,
         proxy.upstreams.len(),
@@ -185,7 +187,8 @@ async fn serve(config: ProxyConfig) -> anyhow::Result<()> {
             ", state in redis"
         } else {
             ""
-        }
+        },
+        if config.tls.is_some() { ", https" } else { "" }
     );
 
     let admin_task = tokio::spawn(server::serve(
@@ -206,6 +209,7 @@ async fn serve(config: ProxyConfig) -> anyhow::Result<()> {
         16 * 1024,
         stop_rx,
         limits.shutdown_grace,
+        None,
         None,
         None,
     ));

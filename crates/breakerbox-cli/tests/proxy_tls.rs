@@ -263,3 +263,112 @@ fn tls_settings_are_checked_and_name_their_key() {
         assert!(stderr.contains(expected), "{tls:?}: {stderr}");
     }
 }
+
+/// `GET path` over TLS to `addr`, trusting the CA in `certs`: the raw answer.
+fn https_get(addr: SocketAddr, certs: &Path, path: &str) -> std::io::Result<String> {
+    use std::io::{Read as _, Write as _};
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in CertificateDer::pem_file_iter(certs.join("ca.crt")).unwrap() {
+        roots.add(ca.unwrap()).unwrap();
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let name = rustls_pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let connection = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+    let tcp = std::net::TcpStream::connect(addr)?;
+    tcp.set_read_timeout(Some(std::time::Duration::from_secs(10)))?;
+    let mut tls = rustls::StreamOwned::new(connection, tcp);
+    write!(
+        tls,
+        "GET {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n"
+    )?;
+    let mut answer = String::new();
+    match tls.read_to_string(&mut answer) {
+        Ok(_) => Ok(answer),
+        // A peer that closes without close_notify still sent its whole answer.
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !answer.is_empty() => Ok(answer),
+        Err(e) => Err(e),
+    }
+}
+
+#[test]
+fn a_tls_listener_serves_https_clients_and_nothing_else() {
+    let certs = certificates::certificates("proxy-listener", "IP:127.0.0.1");
+    let upstream = harness::Upstream::start();
+    let dir = temp_dir("tls-listener");
+    let config = format!(
+        "{}[tls]\ncert = \"{}\"\nkey = \"{}\"\n[[upstream]]\nname = \"plain\"\nroute = \"/\"\nurl = \"{}\"\n",
+        listeners(),
+        file(&certs, "server.crt"),
+        file(&certs, "server.key"),
+        upstream.url()
+    );
+    let proxy = ProxyProcess::start(&dir, &config);
+    assert!(proxy.stderr().contains(", https"), "{}", proxy.stderr());
+    let answer = https_get(proxy.addr, &certs, "/pay").unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.ends_with("ok"), "{answer}");
+    assert_eq!(upstream.count(), 1);
+    // Plain HTTP on the TLS port is no request: nothing reaches the upstream.
+    let plain = harness::try_request(proxy.addr, "GET", "/pay", &[], b"");
+    assert!(
+        plain.as_ref().map_or(true, |r| r.status != 200),
+        "{plain:?}"
+    );
+    assert_eq!(upstream.count(), 1);
+    // The admin listener stays plain HTTP on loopback.
+    assert_eq!(get(proxy.admin, "/status").status, 200);
+}
+
+#[test]
+fn a_tls_listener_needs_a_readable_certificate_and_key() {
+    let certs = certificates::certificates("proxy-listener-config", "IP:127.0.0.1");
+    let dir = temp_dir("tls-listener-config");
+    // A `[tls]` table goes after the other tables' keys; a plain `tls = ...` key before them.
+    let with = |tls: &str| {
+        let (before, after) = if tls.starts_with('[') {
+            ("", tls)
+        } else {
+            (tls, "")
+        };
+        format!(
+            "{before}{}{after}[[upstream]]\nname = \"a\"\nroute = \"/\"\nurl = \"http://127.0.0.1:9\"\n",
+            listeners()
+        )
+    };
+    let cases = [
+        (
+            format!("[tls]\ncert = \"{}\"\n", file(&certs, "server.crt")),
+            "tls.key: missing",
+        ),
+        (
+            "[tls]\ncert = \"/nonexistent.pem\"\nkey = \"/nonexistent.key\"\n".to_string(),
+            "tls.cert: cannot read",
+        ),
+        (
+            format!(
+                "[tls]\ncert = \"{}\"\nkey = \"{}\"\n",
+                file(&certs, "server.crt"),
+                file(&certs, "client.key")
+            ),
+            "tls.key: does not fit tls.cert",
+        ),
+        ("tls = \"on\"\n".to_string(), "tls: expected a table"),
+    ];
+    for (i, (tls, expected)) in cases.iter().enumerate() {
+        let path = write(&dir, &format!("bad{i}.toml"), &with(tls));
+        let out = Command::new(harness::binary())
+            .args(["proxy", "--check"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{tls:?} passed --check");
+        assert!(stderr.contains(expected), "{tls:?}: {stderr}");
+    }
+}

@@ -39,6 +39,8 @@ pub struct ProxyConfig {
     pub workers: Option<usize>,
     /// The upstreams, in file order.
     pub upstreams: Vec<UpstreamConfig>,
+    /// `[tls]`: the listener speaks HTTPS with this certificate, when set.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 /// `[admin]`.
@@ -143,6 +145,7 @@ const TOP_KEYS: &[&str] = &[
     "admin",
     "limits",
     "upstream",
+    "tls",
 ];
 /// The largest `max_header_bytes` accepted: the parser buffers this much per connection.
 const MAX_HEADER_BYTES: u64 = 1024 * 1024;
@@ -387,6 +390,7 @@ pub fn parse(text: &str) -> Result<ProxyConfig, Vec<String>> {
         }
     }
 
+    let tls = tls::listener_tls(&root, &mut errors);
     match (errors.0.is_empty(), listen) {
         (true, Some(listen)) => Ok(ProxyConfig {
             listen,
@@ -395,6 +399,7 @@ pub fn parse(text: &str) -> Result<ProxyConfig, Vec<String>> {
             redis,
             workers,
             upstreams,
+            tls,
         }),
         _ => Err(errors.0),
     }

@@ -14,10 +14,12 @@ use bytes::Bytes;
 use http::{Request, Response};
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
-use hyper::service::service_fn;
+use hyper::server::conn::http1::UpgradeableConnection;
+use hyper::service::{service_fn, HttpService};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
+use tokio_rustls::TlsAcceptor;
 
 use super::balance::{Balance, Handoff, Load, Target};
 use super::body::{BoxError, ProxyBody};
@@ -94,6 +96,7 @@ pub async fn serve<H, F>(
     grace: Duration,
     limit: Option<Arc<Semaphore>>,
     mut balance: Option<Balance>,
+    tls: Option<TlsAcceptor>,
 ) -> usize
 where
     H: Send + Sync + 'static,
@@ -118,6 +121,7 @@ where
         stop: stop.clone(),
         open_tx,
         open: Arc::new(AtomicUsize::new(0)),
+        tls,
     };
     // A place under the connection limit, taken before accepting.
     let mut permit = None;
@@ -188,6 +192,8 @@ struct Connections<H, F> {
     stop: watch::Receiver<bool>,
     open_tx: mpsc::Sender<()>,
     open: Arc<AtomicUsize>,
+    /// With `[tls]`: the handshake each connection starts with.
+    tls: Option<TlsAcceptor>,
 }
 
 impl<H, F> Connections<H, F>
@@ -228,29 +234,71 @@ where
                 }))
             }
         });
-        let connection = self
-            .http
-            .serve_connection(TokioIo::new(stream), service)
-            .with_upgrades();
+        let http = self.http.clone();
+        let tls = self.tls.clone();
         let mut stop = self.stop.clone();
         let open_tx = self.open_tx.clone();
         let open = self.open.clone();
         open.fetch_add(1, Ordering::AcqRel);
         tokio::spawn(async move {
-            tokio::pin!(connection);
-            let stopped = tokio::select! {
-                _ = connection.as_mut() => false,
-                _ = stop.wait_for(|s| *s) => true,
-            };
-            // Serving no request (idle, or a head still arriving): close now.
-            if stopped && active.load(Ordering::Acquire) > 0 {
-                connection.as_mut().graceful_shutdown();
-                let _ = connection.await;
+            match tls {
+                None => {
+                    let connection = http
+                        .serve_connection(TokioIo::new(stream), service)
+                        .with_upgrades();
+                    drive(connection, &mut stop, &active).await;
+                }
+                Some(acceptor) => {
+                    // A client that does not finish its handshake in time is closed, as
+                    // one that does not send its head; shutdown closes it at once (it is
+                    // serving no request).
+                    let handshake =
+                        tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream));
+                    let accepted = tokio::select! {
+                        accepted = handshake => accepted.ok().and_then(Result::ok),
+                        _ = stop.wait_for(|s| *s) => None,
+                    };
+                    if let Some(tls_stream) = accepted {
+                        let connection = http
+                            .serve_connection(TokioIo::new(tls_stream), service)
+                            .with_upgrades();
+                        drive(connection, &mut stop, &active).await;
+                    }
+                }
             }
             open.fetch_sub(1, Ordering::AcqRel);
             drop(load);
             drop(permit);
             drop(open_tx);
         });
+    }
+}
+
+/// How long a client may take over its TLS handshake.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Serves `connection` until it ends, or until shutdown: then a connection serving no
+/// request (idle, or a head still arriving) closes at once, one serving requests finishes
+/// them (the grace period is the caller's).
+async fn drive<I, S, B>(
+    connection: UpgradeableConnection<I, S>,
+    stop: &mut watch::Receiver<bool>,
+    active: &AtomicUsize,
+) where
+    S: HttpService<Incoming, ResBody = B>,
+    S::Error: Into<BoxError>,
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    B: Body + 'static,
+    B::Error: Into<BoxError>,
+{
+    tokio::pin!(connection);
+    let stopped = tokio::select! {
+        _ = connection.as_mut() => false,
+        _ = stop.wait_for(|s| *s) => true,
+    };
+    // Serving no request (idle, or a head still arriving): close now.
+    if stopped && active.load(Ordering::Acquire) > 0 {
+        connection.as_mut().graceful_shutdown();
+        let _ = connection.await;
     }
 }

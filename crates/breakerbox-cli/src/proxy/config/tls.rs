@@ -184,3 +184,69 @@ fn client_auth(
         }
     }
 }
+
+const LISTENER_KEYS: &[&str] = &["cert", "key"];
+
+/// `[tls]`: the listener speaks HTTPS with `cert` (a PEM chain) and `key` (its PEM
+/// private key); `None` without the table (plain HTTP) or after an error.
+pub(super) fn listener_tls(root: &Table, errors: &mut Errors) -> Option<Arc<rustls::ServerConfig>> {
+    let table = match root.get("tls")? {
+        Value::Table(t) => t,
+        other => {
+            errors.push(
+                "tls",
+                format_args!("expected a table, found {}", type_name(other)),
+            );
+            return None;
+        }
+    };
+    errors.unknown_keys(table, LISTENER_KEYS, "tls");
+    let before = errors.0.len();
+    let cert = string(table, "cert", "tls", errors);
+    let key = string(table, "key", "tls", errors);
+    for (name, value) in [("cert", cert), ("key", key)] {
+        if value.is_none() && !table.contains_key(name) {
+            errors.push(&join("tls", name), "missing");
+        }
+    }
+    let chain = match cert.map(certificates)? {
+        Ok(chain) => chain,
+        Err(why) => {
+            errors.push("tls.cert", why);
+            return None;
+        }
+    };
+    let key_path = key?;
+    let secret = match PrivateKeyDer::from_pem_file(key_path) {
+        Ok(secret) => secret,
+        Err(e) => {
+            errors.push(
+                "tls.key",
+                format_args!("cannot read a PEM private key from {key_path:?}: {e}"),
+            );
+            return None;
+        }
+    };
+    if errors.0.len() != before {
+        return None;
+    }
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map(|b| b.with_no_client_auth().with_single_cert(chain, secret));
+    match config {
+        Ok(Ok(mut config)) => {
+            config.alpn_protocols = vec![b"http/1.1".to_vec()];
+            Some(Arc::new(config))
+        }
+        Ok(Err(e)) => {
+            errors.push("tls.key", format_args!("does not fit tls.cert: {e}"));
+            None
+        }
+        Err(e) => {
+            errors.push("tls", e);
+            None
+        }
+    }
+}
