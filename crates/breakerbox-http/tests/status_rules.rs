@@ -198,3 +198,34 @@ fn the_generic_judge_trait_judges_status_and_latency_and_fails_errors() {
         &HttpJudge::default()
     ));
 }
+
+#[test]
+fn selectors_at_the_edges_of_their_syntax_parse_exactly() {
+    // A range of one code is a range; a class is one digit; a code is three digits.
+    assert_eq!(
+        "500-500".parse::<StatusSelector>().unwrap(),
+        StatusSelector::Range(500, 500)
+    );
+    for text in ["05xx", "55xx", "0500", "+500", "50"] {
+        assert!(
+            text.parse::<StatusSelector>().is_err(),
+            "{text} is not a selector"
+        );
+    }
+}
+
+#[test]
+fn a_judgement_is_a_failure_exactly_when_its_verdict_is() {
+    let judge = HttpJudge::default();
+    let judged = |code| {
+        judge.judge_status(
+            StatusCode::from_u16(code).unwrap(),
+            &HeaderMap::new(),
+            Duration::ZERO,
+            false,
+        )
+    };
+    assert!(judged(503).is_failure());
+    assert!(!judged(200).is_failure());
+    assert!(!judged(404).is_failure(), "an ignored call is no failure");
+}
