@@ -1056,3 +1056,15 @@ fn every_transition_reason_is_parsed_back_from_its_name() {
         "names are exact"
     );
 }
+
+#[test]
+fn a_success_without_a_failure_run_clears_a_run_start_left_in_the_state() {
+    // A state rebuilt from a store may hold a run start without a run: a success that
+    // completed before that start still has no run to spare, and clears it.
+    let mut m = Model::new(Config::builder().consecutive_failures(3));
+    m.state.streak_started = secs(100);
+    let held = m.admit(secs(200));
+    m.late(held, Verdict::Success, secs(150), secs(200));
+    assert_eq!(m.state.consecutive_failures, 0);
+    assert_eq!(m.state.streak_started, Nanos::ZERO);
+}
