@@ -223,3 +223,10 @@ fn bad_business_configs_name_the_key() {
         );
     }
 }
+
+#[test]
+fn only_a_judge_with_business_codes_reads_bodies() {
+    assert!(!HttpJudge::default().reads_bodies());
+    assert!(!HttpJudge::builder().build().unwrap().reads_bodies());
+    assert!(seeded().build().unwrap().reads_bodies());
+}

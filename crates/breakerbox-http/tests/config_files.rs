@@ -337,3 +337,14 @@ fn durations_parse_in_every_unit_and_print_short() {
         assert_eq!(parse_duration(text), Some(duration));
     }
 }
+
+#[test]
+fn a_probe_threshold_equal_to_the_slow_threshold_is_accepted() {
+    let config: HttpJudgeConfig =
+        toml::from_str("slow_threshold = \"300ms\"\nprobe_slow_threshold = \"300ms\"").unwrap();
+    let judge = HttpJudge::from_config(config).unwrap();
+    assert_eq!(
+        judge.slow_threshold_for(true),
+        Some(Duration::from_millis(300))
+    );
+}

@@ -178,3 +178,26 @@ fn an_exchange_can_own_its_judge() {
     let after = exchange.on_head(StatusCode::OK, &HeaderMap::new(), Duration::ZERO);
     assert!(matches!(after, AfterHead::Judged(j) if j.verdict == Verdict::Success));
 }
+
+#[test]
+fn a_retry_after_that_is_not_plain_delta_seconds_is_no_hint() {
+    let judge = HttpJudge::builder()
+        .honor_retry_after(true)
+        .build()
+        .unwrap();
+    let hint = |value: &str| {
+        judge
+            .judge_status(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &headers(&[("retry-after", value)]),
+                Duration::ZERO,
+                false,
+            )
+            .retry_after
+    };
+    assert_eq!(hint(" 7 "), Some(Duration::from_secs(7)));
+    // `u64::from_str` would take a sign; the header's grammar does not.
+    for value in ["+5", "-5", "", "5s", "Wed, 21 Oct 2015 07:28:00 GMT"] {
+        assert_eq!(hint(value), None, "{value:?}");
+    }
+}

@@ -214,3 +214,68 @@ fn the_generic_judge_trait_judges_status_and_latency_and_fails_errors() {
         &HttpJudge::default()
     ));
 }
+
+#[test]
+fn selectors_at_the_edges_of_their_syntax_parse_exactly() {
+    // A range of one code is a range; a class is one digit; a code is three digits.
+    assert_eq!(
+        "500-500".parse::<StatusSelector>().unwrap(),
+        StatusSelector::Range(500, 500)
+    );
+    for text in ["05xx", "55xx", "0500", "+500", "50"] {
+        assert!(
+            text.parse::<StatusSelector>().is_err(),
+            "{text} is not a selector"
+        );
+    }
+}
+
+#[test]
+fn a_judgement_is_a_failure_exactly_when_its_verdict_is() {
+    let judge = HttpJudge::default();
+    let judged = |code| {
+        judge.judge_status(
+            StatusCode::from_u16(code).unwrap(),
+            &HeaderMap::new(),
+            Duration::ZERO,
+            false,
+        )
+    };
+    assert!(judged(503).is_failure());
+    assert!(!judged(200).is_failure());
+    assert!(!judged(404).is_failure(), "an ignored call is no failure");
+}
+
+#[test]
+fn a_parsed_selector_and_a_config_set_rules_through_the_builder() {
+    let judge = HttpJudge::builder()
+        .status_rule(StatusSelector::Code(404), Verdict::Failure)
+        .build()
+        .unwrap();
+    assert_eq!(verdict(&judge, 404), Verdict::Failure);
+    assert_eq!(verdict(&judge, 403), Verdict::Ignore);
+
+    let config: breakerbox_http::HttpJudgeConfig =
+        toml::from_str("client_errors = \"failure\"").unwrap();
+    let judge = HttpJudge::builder().config(config).build().unwrap();
+    assert_eq!(verdict(&judge, 403), Verdict::Failure);
+}
+
+#[test]
+fn a_judge_prints_only_the_codes_whose_verdict_differs_from_their_class_default() {
+    let judge = HttpJudge::builder()
+        .status("404", Verdict::Failure)
+        .status("503", Verdict::Ignore)
+        .build()
+        .unwrap();
+    let printed = format!("{judge:?}");
+    assert!(
+        printed.contains("table: {404: Failure, 408: Failure, 429: Failure, 503: Ignore}"),
+        "{printed}"
+    );
+    let printed = format!("{:?}", HttpJudge::default());
+    assert!(
+        printed.contains("table: {408: Failure, 429: Failure}"),
+        "the defaults print their two code rules: {printed}"
+    );
+}

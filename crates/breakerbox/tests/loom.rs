@@ -391,6 +391,61 @@ fn a_closing_probe_success_racing_the_half_open_deadline_ends_the_phase_once() {
     );
 }
 
+#[test]
+fn a_probe_result_from_an_ended_half_open_phase_never_ends_the_next_one() {
+    check(
+        "a_probe_result_from_an_ended_half_open_phase_never_ends_the_next_one",
+        || {
+            let rig = Rig::new(|b| {
+                b.consecutive_failures(1)
+                    .max_probes(2)
+                    .required_successes(1)
+            });
+            rig.trip_and_wait();
+            let p1 = rig.acquire();
+            let p2 = rig.acquire();
+            let first = p1.generation();
+            rig.take_transitions();
+
+            // One probe fails, the cool-down runs out and a new half-open phase admits a
+            // probe, while the other probe's success is on its way.
+            let breaker = rig.breaker.clone();
+            let clock = rig.clock.clone();
+            let reopener = thread::spawn(move || {
+                p2.failure();
+                clock.advance(RECOVERY);
+                breaker
+                    .try_acquire_owned()
+                    .ok()
+                    .map(|p| (p.kind(), p.generation(), p))
+            });
+            p1.success();
+            let next = reopener.join().unwrap();
+
+            let ended_by_success: Vec<_> = rig
+                .take_transitions()
+                .into_iter()
+                .filter(|t| t.reason == TransitionReason::ProbesSucceeded)
+                .collect();
+            match next {
+                // The success came too late: stale, and the new phase is untouched.
+                Some((PermitKind::Probe, generation, _permit)) => {
+                    assert_eq!(generation, first + 2);
+                    assert_eq!(ended_by_success, []);
+                    assert_eq!(rig.breaker.phase(), Phase::HalfOpen);
+                }
+                // The success closed the first phase; the failure was stale.
+                Some((PermitKind::Normal, generation, _permit)) => {
+                    assert_eq!(generation, first + 1);
+                    assert_eq!(ended_by_success.len(), 1);
+                    assert_eq!(ended_by_success[0].generation, first + 1);
+                }
+                other => panic!("impossible acquire {other:?}"),
+            }
+        },
+    );
+}
+
 // ----- (c) closed-phase trips ------------------------------------------------------------
 
 #[test]

@@ -994,3 +994,77 @@ fn a_streak_that_starts_in_the_future_ends_at_any_success() {
     m.late(held, Verdict::Success, ms(1), secs(70));
     assert_eq!(m.state.consecutive_failures, 0);
 }
+
+// ----- rule 20: shadow permits in half-open ----------------------------------------------------
+
+#[test]
+fn a_shadow_passthrough_permit_of_a_half_open_phase_frees_no_probe_slot() {
+    let mut m = Model::new(one_failure_trips().shadow(true));
+    m.trip_now(secs(0));
+    let probe = m.admit(secs(10));
+    assert_eq!(probe.kind, PermitKind::Probe);
+    // The only slot is taken: shadow mode admits what it would reject, in this generation.
+    let passthrough = m.admit(secs(11));
+    assert_eq!(
+        passthrough,
+        Held {
+            generation: probe.generation,
+            kind: PermitKind::Passthrough
+        }
+    );
+    let step = m.release(passthrough, secs(12));
+    assert_eq!(step.decision, Decision::Recorded);
+    assert_eq!(m.state.in_flight, 1, "a release of a passthrough");
+    let again = m.admit(secs(13));
+    m.outcome(again, Verdict::Success, Nanos::ZERO, secs(14));
+    assert_eq!(m.state.in_flight, 1, "an outcome of a passthrough");
+    assert_eq!(m.state.phase, Phase::HalfOpen);
+}
+
+// ----- names ----------------------------------------------------------------------------------
+
+#[test]
+fn every_transition_reason_is_parsed_back_from_its_name() {
+    let reasons = [
+        TransitionReason::Tripped(TripReason::ConsecutiveFailures),
+        TransitionReason::Tripped(TripReason::FailureRate),
+        TransitionReason::Tripped(TripReason::SlowCallRate),
+        TransitionReason::CooldownElapsed,
+        TransitionReason::ProbeFailed,
+        TransitionReason::HalfOpenTimedOut,
+        TransitionReason::ProbesSucceeded,
+        TransitionReason::OverrideExpired,
+        TransitionReason::ForcedOpen,
+        TransitionReason::Disabled,
+        TransitionReason::Reset,
+        TransitionReason::Restored,
+    ];
+    for reason in reasons {
+        assert_eq!(
+            TransitionReason::from_name(reason.as_str()),
+            Some(reason),
+            "{}",
+            reason.as_str()
+        );
+    }
+    let names: std::collections::HashSet<_> = reasons.iter().map(|r| r.as_str()).collect();
+    assert_eq!(names.len(), reasons.len(), "names are distinct");
+    assert_eq!(TransitionReason::from_name(""), None);
+    assert_eq!(
+        TransitionReason::from_name("Reset"),
+        None,
+        "names are exact"
+    );
+}
+
+#[test]
+fn a_success_without_a_failure_run_clears_a_run_start_left_in_the_state() {
+    // A state rebuilt from a store may hold a run start without a run: a success that
+    // completed before that start still has no run to spare, and clears it.
+    let mut m = Model::new(Config::builder().consecutive_failures(3));
+    m.state.streak_started = secs(100);
+    let held = m.admit(secs(200));
+    m.late(held, Verdict::Success, secs(150), secs(200));
+    assert_eq!(m.state.consecutive_failures, 0);
+    assert_eq!(m.state.streak_started, Nanos::ZERO);
+}

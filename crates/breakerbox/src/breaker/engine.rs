@@ -204,10 +204,8 @@ impl<C: Clock> Engine<C> {
     #[cold]
     fn next_open_duration(&self) -> Nanos {
         let trips = lock(&self.cold).trips.saturating_add(1);
-        let sample = match &self.jitter {
-            Some(_) if self.config.jitter > 0.0 => 1.0,
-            _ => 0.0,
-        };
+        // The sample that shortens most; `open_duration` ignores it when jitter is 0.
+        let sample = if self.jitter.is_some() { 1.0 } else { 0.0 };
         self.config.open_duration(trips, sample)
     }
 

@@ -65,3 +65,32 @@ impl Streak {
         }
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::super::layout::TAG_MASK;
+    use super::*;
+
+    #[test]
+    fn a_success_of_an_older_phase_leaves_the_newer_phases_run_alone() {
+        let streak = Streak::new(1);
+        streak.reset(2);
+        assert_eq!(streak.failure(2), Some(1));
+        streak.success(1);
+        assert_eq!(streak.get(2), 1);
+        assert_eq!(streak.failure(2), Some(2));
+    }
+
+    #[test]
+    fn a_success_ends_the_run_of_a_phase_whose_tag_is_in_the_upper_half() {
+        // Tags compare modulo 2^16: what a success leaves behind must still read as this
+        // phase's, not as a newer phase's, for every tag.
+        for tag in [0, 1, 40_000, TAG_MASK] {
+            let streak = Streak::new(tag);
+            assert_eq!(streak.failure(tag), Some(1));
+            streak.success(tag);
+            assert_eq!(streak.get(tag), 0, "tag {tag}");
+            assert_eq!(streak.failure(tag), Some(1), "tag {tag}");
+        }
+    }
+}

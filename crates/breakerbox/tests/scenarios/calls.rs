@@ -158,3 +158,26 @@ fn a_call_error_chain_prints_every_message_once() {
         ["circuit breaker rejected the call (open); retry after 10s"]
     );
 }
+
+#[test]
+fn call_measures_the_latency_from_its_own_admission() {
+    let clock = breakerbox::ManualClock::starting_at(breakerbox::Nanos::from_duration(
+        Duration::from_secs(100),
+    ));
+    let breaker = breakerbox::CircuitBreaker::builder()
+        .clock(clock.clone())
+        .slow_call_threshold(Duration::from_millis(100))
+        .slow_call_rate(1.0)
+        .count_window(10)
+        .min_calls(1)
+        .build()
+        .unwrap();
+    let result = breaker.call(|| {
+        clock.advance(Duration::from_millis(40));
+        Ok::<_, ()>(())
+    });
+    assert_eq!(result, Ok(()));
+    let snapshot = breaker.snapshot();
+    assert_eq!((snapshot.window.calls, snapshot.window.slow), (1, 0));
+    assert_eq!(snapshot.phase, Phase::Closed, "40 ms is not slow");
+}

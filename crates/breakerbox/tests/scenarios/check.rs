@@ -43,6 +43,144 @@ fn check_admits_an_open_phase_past_its_end_as_acquire_does() {
     assert!(breaker.try_acquire().unwrap().is_probe());
 }
 
+// ----- check at every boundary ----------------------------------------------------------------
+
+const NS: Duration = Duration::from_nanos(1);
+
+/// `check`, then the acquire it predicts (whose permit is kept, when admitted).
+fn check_and_acquire(
+    breaker: &CircuitBreaker<ManualClock>,
+    held: &mut Vec<OwnedPermit<ManualClock>>,
+) -> Result<(), CircuitOpen> {
+    let checked = breaker.check();
+    let acquired = breaker.try_acquire_owned().map(|permit| held.push(permit));
+    assert_eq!(checked, acquired, "check predicts the acquire");
+    checked
+}
+
+fn open(phase: Phase, retry_after: Option<Duration>) -> Result<(), CircuitOpen> {
+    Err(CircuitOpen::new(phase, retry_after))
+}
+
+#[test]
+fn check_rejects_an_open_phase_until_its_last_nanosecond_and_admits_at_its_end() {
+    let (clock, builder) = one_failure_trips();
+    let breaker = builder.build().unwrap();
+    let mut held = Vec::new();
+    breaker.try_acquire().unwrap().failure();
+    clock.advance(Duration::from_secs(10) - NS);
+    assert_eq!(breaker.check(), open(Phase::Open, Some(NS)));
+    assert_eq!(
+        check_and_acquire(&breaker, &mut held),
+        open(Phase::Open, Some(NS))
+    );
+    clock.advance(NS);
+    assert_eq!(check_and_acquire(&breaker, &mut held), Ok(()));
+}
+
+#[test]
+fn check_rejects_a_forced_open_phase_with_no_end_without_a_retry_time() {
+    let (clock, builder) = one_failure_trips();
+    let breaker = builder.build().unwrap();
+    let mut held = Vec::new();
+    breaker.force_open();
+    assert_eq!(
+        check_and_acquire(&breaker, &mut held),
+        open(Phase::ForcedOpen, None)
+    );
+    clock.advance(Duration::from_secs(3600));
+    assert_eq!(
+        check_and_acquire(&breaker, &mut held),
+        open(Phase::ForcedOpen, None)
+    );
+}
+
+#[test]
+fn check_rejects_a_timed_forced_open_phase_until_its_last_nanosecond_and_admits_at_its_end() {
+    let (clock, builder) = one_failure_trips();
+    let breaker = builder.build().unwrap();
+    let mut held = Vec::new();
+    breaker.force_open_for(Duration::from_secs(3));
+    assert_eq!(
+        check_and_acquire(&breaker, &mut held),
+        open(Phase::ForcedOpen, Some(Duration::from_secs(3)))
+    );
+    clock.advance(Duration::from_secs(3) - NS);
+    assert_eq!(
+        check_and_acquire(&breaker, &mut held),
+        open(Phase::ForcedOpen, Some(NS))
+    );
+    clock.advance(NS);
+    assert_eq!(check_and_acquire(&breaker, &mut held), Ok(()));
+    assert!(held[0].is_probe(), "an expired forced open probes");
+}
+
+#[test]
+fn check_admits_half_open_while_a_slot_is_free_and_rejects_until_the_deadline_when_full() {
+    let (clock, builder) = one_failure_trips();
+    let breaker = builder.max_probes(2).build().unwrap();
+    let mut held = Vec::new();
+    breaker.try_acquire().unwrap().failure();
+    clock.advance(Duration::from_secs(10));
+    // Open ran out: the acquire enters half-open and takes the first of two slots.
+    assert_eq!(check_and_acquire(&breaker, &mut held), Ok(()));
+    assert_eq!(breaker.phase(), Phase::HalfOpen);
+    assert_eq!(check_and_acquire(&breaker, &mut held), Ok(()));
+    assert_eq!(held.len(), 2);
+    assert_eq!(
+        check_and_acquire(&breaker, &mut held),
+        open(Phase::HalfOpen, Some(Duration::from_secs(30)))
+    );
+    clock.advance(Duration::from_secs(30) - NS);
+    assert_eq!(
+        check_and_acquire(&breaker, &mut held),
+        open(Phase::HalfOpen, Some(NS))
+    );
+    // A freed slot is free for check as for acquire.
+    drop(held.pop());
+    assert_eq!(check_and_acquire(&breaker, &mut held), Ok(()));
+    // At the deadline the next acquire re-opens, for the recovery timeout.
+    clock.advance(NS);
+    assert_eq!(
+        check_and_acquire(&breaker, &mut held),
+        open(Phase::Open, Some(Duration::from_secs(10)))
+    );
+}
+
+#[test]
+fn check_at_a_half_open_deadline_with_jitter_gives_the_shortest_open_phase_it_can_be() {
+    let (clock, builder) = one_failure_trips();
+    // A source that always draws 0 (no shortening): the re-open lasts the full 10 s,
+    // and the earliest it could end, with jitter 0.5, is after 5 s.
+    let breaker = builder.jitter(0.5).jitter_source(|| 0.0).build().unwrap();
+    breaker.try_acquire().unwrap().failure();
+    clock.advance(Duration::from_secs(10));
+    let _lost = breaker.try_acquire().unwrap();
+    clock.advance(Duration::from_secs(30));
+    assert_eq!(
+        breaker.check(),
+        open(Phase::Open, Some(Duration::from_secs(5)))
+    );
+    let acquired = breaker.try_acquire().map(drop);
+    assert_eq!(acquired, open(Phase::Open, Some(Duration::from_secs(10))));
+}
+
+#[test]
+fn check_in_shadow_mode_admits_what_the_rules_would_reject() {
+    let (clock, builder) = one_failure_trips();
+    let breaker = builder.shadow(true).build().unwrap();
+    breaker.try_acquire().unwrap().failure();
+    assert_eq!(breaker.phase(), Phase::Open);
+    assert_eq!(breaker.check(), Ok(()));
+    breaker.set_shadow(false);
+    assert_eq!(
+        breaker.check(),
+        open(Phase::Open, Some(Duration::from_secs(10)))
+    );
+    clock.advance(Duration::from_secs(10));
+    assert_eq!(breaker.check(), Ok(()));
+}
+
 // ----- check and acquire agree after any history ---------------------------------------------
 
 /// One step of a history.
