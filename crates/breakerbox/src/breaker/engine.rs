@@ -333,6 +333,12 @@ impl<C: Clock> Engine<C> {
         latency: Nanos,
         retry_hint: Option<Nanos>,
     ) {
+        // Rule 22: one branch on an `Option` when no deadline is configured.
+        let verdict = if self.config.has_deadline() {
+            self.config.past_deadline(kind, verdict, latency)
+        } else {
+            verdict
+        };
         #[cfg(feature = "metrics")]
         self.counters.record(kind, verdict);
         match kind {
