@@ -6,7 +6,6 @@
 #![allow(clippy::disallowed_methods)]
 
 #[path = "support/proxy_harness.rs"]
-#[allow(dead_code)]
 mod harness;
 
 use std::thread;
@@ -49,7 +48,8 @@ fn an_upstream_that_never_answers_trips_the_breaker_on_timeouts() {
     assert_eq!(get(proxy.addr, "/payments/hang").status, 503);
     let metrics = get(proxy.admin, "/metrics").body;
     assert!(
-        metrics.contains("breakerbox_upstream_errors_total{breaker=\"payments\",kind=\"timeout\"} 2"),
+        metrics
+            .contains("breakerbox_upstream_errors_total{breaker=\"payments\",kind=\"timeout\"} 2"),
         "{metrics}"
     );
 }
@@ -76,8 +76,15 @@ fn a_hung_probe_frees_its_slot_at_the_probe_timeout() {
     assert_eq!(get(proxy.addr, "/payments/second").status, 503);
     let (status, took) = probing.join().unwrap();
     assert_eq!(status, 504);
-    assert!(took < Duration::from_secs(3), "freed at the probe timeout: {took:?}");
-    assert_eq!(proxy.phase("payments"), "open", "a hung probe is a failed probe");
+    assert!(
+        took < Duration::from_secs(3),
+        "freed at the probe timeout: {took:?}"
+    );
+    assert_eq!(
+        proxy.phase("payments"),
+        "open",
+        "a hung probe is a failed probe"
+    );
 
     // The upstream is back: the next probe is admitted and closes the breaker, long before
     // the half-open deadline (20 s) would have reclaimed the slot.

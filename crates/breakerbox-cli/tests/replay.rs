@@ -260,5 +260,9 @@ fn calls_longer_than_the_call_timeout_are_replayed_as_timeouts() {
     let plain = file(&dir, "plain.toml", "[breaker]\nconsecutive_failures = 3\n");
     let output = run(&["replay", "--config", &plain, &trace, "--json"]);
     assert_ok(&output);
-    assert_eq!(json(&output)["trips"], 0, "without the deadline, slow 200s are fine");
+    assert_eq!(
+        json(&output)["trips"],
+        0,
+        "without the deadline, slow 200s are fine"
+    );
 }

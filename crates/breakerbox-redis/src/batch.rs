@@ -167,10 +167,16 @@ mod tests {
             outcome(Verdict::Ignore, 10, 0),
             outcome(Verdict::Ignore, 10, 0),
         ];
-        let counts: Vec<u64> = runs(&items, Some(100), None).iter().map(|e| e.count).collect();
+        let counts: Vec<u64> = runs(&items, Some(100), None)
+            .iter()
+            .map(|e| e.count)
+            .collect();
         assert_eq!(counts, [1, 1, 1, 1, 1, 1, 1, 1, 1, 2]);
         // Without a threshold nothing is slow: the two successes merge.
-        let counts: Vec<u64> = runs(&items[3..5], None, None).iter().map(|e| e.count).collect();
+        let counts: Vec<u64> = runs(&items[3..5], None, None)
+            .iter()
+            .map(|e| e.count)
+            .collect();
         assert_eq!(counts, [2]);
     }
 
@@ -182,7 +188,10 @@ mod tests {
             outcome(Verdict::Success, 5_002, 0),
             outcome(Verdict::Success, 5_000, 0),
         ];
-        let counts: Vec<u64> = runs(&items, None, Some(5_000)).iter().map(|e| e.count).collect();
+        let counts: Vec<u64> = runs(&items, None, Some(5_000))
+            .iter()
+            .map(|e| e.count)
+            .collect();
         assert_eq!(counts, [1, 2, 1]);
         assert_eq!(runs(&items, None, None).len(), 1);
     }

@@ -7,7 +7,6 @@
 #[path = "support/harness.rs"]
 mod harness;
 #[path = "support/server.rs"]
-#[allow(dead_code)]
 mod server;
 
 use std::time::{Duration, Instant};
@@ -35,7 +34,12 @@ fn config() -> Config {
 }
 
 fn protected() -> Harness<MonotonicClock> {
-    harness_with(config(), HttpJudge::default(), MonotonicClock, plain_client())
+    harness_with(
+        config(),
+        HttpJudge::default(),
+        MonotonicClock,
+        plain_client(),
+    )
 }
 
 /// The deadline a failed send ran into.
@@ -114,8 +118,15 @@ async fn a_hung_probe_frees_its_slot_at_the_probe_timeout() {
         (elapsed.deadline(), elapsed.is_probe()),
         (Duration::from_millis(150), true)
     );
-    assert!(took < Duration::from_secs(3), "freed at the probe timeout: {took:?}");
-    assert_eq!(breaker.phase(), Phase::Open, "a hung probe is a failed probe");
+    assert!(
+        took < Duration::from_secs(3),
+        "freed at the probe timeout: {took:?}"
+    );
+    assert_eq!(
+        breaker.phase(),
+        Phase::Open,
+        "a hung probe is a failed probe"
+    );
 
     server.set_fallback(Reply::ok());
     tokio::time::sleep(RECOVERY + Duration::from_millis(50)).await;

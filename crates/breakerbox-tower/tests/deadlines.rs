@@ -70,7 +70,10 @@ async fn a_dependency_that_never_answers_trips_the_breaker_on_timeouts() {
             (elapsed.deadline(), elapsed.is_probe()),
             (Duration::from_millis(300), false)
         );
-        assert!(took < Duration::from_secs(3), "cancelled at the deadline: {took:?}");
+        assert!(
+            took < Duration::from_secs(3),
+            "cancelled at the deadline: {took:?}"
+        );
     }
     assert_eq!(breaker.phase(), Phase::Open, "two timeouts trip");
     let (result, _) = call(&breaker, addr).await;
@@ -104,7 +107,10 @@ async fn a_hung_probe_frees_its_slot_at_the_probe_timeout() {
     assert!(held, "the probe holds the only slot");
     let (second, _) = call(&breaker, addr).await;
     assert_eq!(
-        second.unwrap_err().downcast_ref::<CircuitOpen>().map(CircuitOpen::phase),
+        second
+            .unwrap_err()
+            .downcast_ref::<CircuitOpen>()
+            .map(CircuitOpen::phase),
         Some(Phase::HalfOpen)
     );
 
@@ -114,8 +120,15 @@ async fn a_hung_probe_frees_its_slot_at_the_probe_timeout() {
         (elapsed.deadline(), elapsed.is_probe()),
         (Duration::from_millis(150), true)
     );
-    assert!(took < Duration::from_secs(3), "freed at the probe timeout: {took:?}");
-    assert_eq!(breaker.phase(), Phase::Open, "a hung probe is a failed probe");
+    assert!(
+        took < Duration::from_secs(3),
+        "freed at the probe timeout: {took:?}"
+    );
+    assert_eq!(
+        breaker.phase(),
+        Phase::Open,
+        "a hung probe is a failed probe"
+    );
 
     // The dependency is back: the next probe is admitted and closes the breaker, long
     // before the half-open deadline would have reclaimed a slot.

@@ -105,9 +105,9 @@ mod sync;
 mod verdict;
 
 pub use breaker::{Builder, CircuitBreaker};
+pub use clock::{Clock, ManualClock, MonotonicClock, Nanos};
 #[cfg(feature = "tokio")]
 pub use clock::{TokioClock, TokioDeadline};
-pub use clock::{Clock, ManualClock, MonotonicClock, Nanos};
 pub use config::{Config, ConfigBuilder, Rate};
 #[cfg(not(loom))]
 pub use contract::{Breaker, BreakerPermit};

@@ -149,11 +149,10 @@ impl<C: Clock + Clone> RedisPermit<C> {
         self.done = true;
         // Rule 22, judged here, in nanoseconds as in the model, before the outcome joins a
         // batch (so a late success is a failure there too) or goes to the fallback.
-        let verdict = self.inner.config.past_deadline(
-            self.kind,
-            verdict,
-            Nanos::from_duration(latency),
-        );
+        let verdict =
+            self.inner
+                .config
+                .past_deadline(self.kind, verdict, Nanos::from_duration(latency));
         #[cfg(feature = "metrics")]
         self.inner.counters.record(self.kind, verdict);
         let outcome = OutcomeArg {

@@ -191,8 +191,10 @@ where
                             let elapsed = ready!(current.ticket.deadline.poll_elapsed(cx));
                             // Rule 22: the body read for judging hung past the deadline.
                             if let Some(mut reading) = reading.take() {
-                                let judgement =
-                                    reading.ticket.exchange.on_body_error(TransportError::Timeout);
+                                let judgement = reading
+                                    .ticket
+                                    .exchange
+                                    .on_body_error(TransportError::Timeout);
                                 reading.ticket.record(&judgement);
                             }
                             state.set(State::Done);

@@ -317,13 +317,21 @@ pub(crate) fn validate(c: &Config) -> Result<(), ConfigError> {
 fn validate_deadlines(c: &Config) -> Result<(), ConfigError> {
     let shown = |d: Duration| format!("{:#}", HumanDuration(d));
     if c.call_timeout == Some(Duration::ZERO) {
-        return Err(ConfigError::new("call_timeout", "0s", "a duration above zero"));
+        return Err(ConfigError::new(
+            "call_timeout",
+            "0s",
+            "a duration above zero",
+        ));
     }
     let Some(probe) = c.probe_timeout else {
         return Ok(());
     };
     if probe.is_zero() {
-        return Err(ConfigError::new("probe_timeout", "0s", "a duration above zero"));
+        return Err(ConfigError::new(
+            "probe_timeout",
+            "0s",
+            "a duration above zero",
+        ));
     }
     if c.call_timeout.is_some_and(|call| probe > call) {
         return Err(ConfigError::new(

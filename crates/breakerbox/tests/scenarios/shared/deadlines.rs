@@ -22,12 +22,20 @@ pub(crate) fn a_success_later_than_the_call_timeout_is_a_failure<E: ScenarioEngi
     let permit = breaker.try_acquire().unwrap();
     clock.advance(Duration::from_millis(2_001));
     permit.success();
-    assert_eq!(breaker.snapshot().consecutive_failures, 1, "late: a failure");
+    assert_eq!(
+        breaker.snapshot().consecutive_failures,
+        1,
+        "late: a failure"
+    );
     breaker
         .try_acquire()
         .unwrap()
         .record_with_latency(breakerbox::Verdict::Ignore, Duration::from_millis(2_001));
-    assert_eq!(breaker.phase(), Phase::Open, "a late ignore is a failure too");
+    assert_eq!(
+        breaker.phase(),
+        Phase::Open,
+        "a late ignore is a failure too"
+    );
 }
 
 pub(crate) fn a_call_within_the_call_timeout_keeps_its_verdict<E: ScenarioEngine>() {
@@ -61,7 +69,11 @@ pub(crate) fn a_probe_later_than_the_probe_timeout_reopens<E: ScenarioEngine>() 
     assert!(probe.is_probe());
     clock.advance(Duration::from_millis(501));
     probe.success();
-    assert_eq!(breaker.phase(), Phase::Open, "a late probe is a failed probe");
+    assert_eq!(
+        breaker.phase(),
+        Phase::Open,
+        "a late probe is a failed probe"
+    );
     clock.advance(Duration::from_secs(10));
     let probe = breaker.try_acquire().unwrap();
     clock.advance(Duration::from_millis(500));
