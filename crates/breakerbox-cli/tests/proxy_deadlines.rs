@@ -11,7 +11,9 @@ mod harness;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use harness::{get, listeners, temp_dir, ProxyProcess, Upstream};
+use std::io::Write as _;
+
+use harness::{get, listeners, post_head, read_reply, send_raw, temp_dir, ProxyProcess, Upstream};
 
 const NEVER: Duration = Duration::from_secs(60);
 
@@ -92,4 +94,39 @@ fn a_hung_probe_frees_its_slot_at_the_probe_timeout() {
     thread::sleep(Duration::from_millis(350));
     assert_eq!(get(proxy.addr, "/payments/ok").status, 200);
     assert_eq!(proxy.phase("payments"), "closed");
+}
+
+/// Issue 9 stays true under a deadline: the time a client takes to send its body is not
+/// the upstream's. Stalled clients trip nothing, and a client that pauses longer than the
+/// call timeout before finishing its body gets a judged success.
+#[test]
+fn a_client_that_stalls_its_body_past_the_call_timeout_is_not_charged_to_the_upstream() {
+    let upstream = Upstream::start();
+    let dir = temp_dir("deadline-client-stall");
+    let proxy = ProxyProcess::start(&dir, &config(&upstream));
+    let stalled: Vec<_> = (0..3)
+        .map(|_| {
+            let mut bytes = post_head(proxy.addr, "/payments/charge", 100).into_bytes();
+            bytes.extend_from_slice(&[b'x'; 10]);
+            send_raw(proxy.addr, &bytes)
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(1_000));
+    let calls = &proxy.status()["breakers"]["payments"]["calls"];
+    assert_eq!(calls["failure"], 0, "a stalled client counted as a failure");
+    assert_eq!(proxy.phase("payments"), "closed");
+    drop(stalled);
+
+    let mut bytes = post_head(proxy.addr, "/payments/charge", 4).into_bytes();
+    bytes.extend_from_slice(b"ab");
+    let mut slow = send_raw(proxy.addr, &bytes);
+    thread::sleep(Duration::from_millis(600));
+    slow.write_all(b"cd").unwrap();
+    let reply = read_reply(slow).unwrap();
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let calls = &proxy.status()["breakers"]["payments"]["calls"];
+    assert_eq!(
+        (calls["success"].as_u64(), calls["failure"].as_u64()),
+        (Some(1), Some(0))
+    );
 }
