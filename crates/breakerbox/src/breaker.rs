@@ -130,7 +130,7 @@ impl<C: Clock> CircuitBreaker<C> {
 
     #[inline(always)]
     fn start(&self) -> Nanos {
-        if self.engine.config.measures_latency() {
+        if self.engine.timed {
             self.engine.clock.now()
         } else {
             Nanos::ZERO
@@ -246,7 +246,7 @@ impl<C: Clock> CircuitBreaker<C> {
         J: Judge<T, E> + ?Sized,
     {
         let (generation, kind) = self.engine.acquire()?;
-        let timed = judge.uses_latency() || self.engine.config.measures_latency();
+        let timed = judge.uses_latency() || self.engine.timed;
         let started = if timed {
             self.engine.clock.now()
         } else {

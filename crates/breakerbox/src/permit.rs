@@ -130,7 +130,7 @@ macro_rules! permit_methods {
             /// measured from the acquire.
             #[inline(always)]
             pub fn record(self, verdict: Verdict) {
-                let latency = if self.engine.config.measures_latency() {
+                let latency = if self.engine.timed {
                     self.engine.clock.now().saturating_sub(self.started)
                 } else {
                     Nanos::ZERO
