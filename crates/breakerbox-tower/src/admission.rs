@@ -113,6 +113,7 @@ impl<B: Breaker> Admission<B> {
     }
 
     /// The call's permit.
+    #[cfg(feature = "tokio")]
     pub(crate) fn permit(&self) -> &B::OwnedPermit {
         &self.permit
     }

@@ -8,7 +8,7 @@
 
 use std::task::{Context, Poll};
 
-use breakerbox::contract::{Breaker, BreakerPermit};
+use breakerbox::contract::Breaker;
 use breakerbox::DeadlineElapsed;
 
 use crate::admission::Admission;
@@ -25,6 +25,7 @@ impl Deadline {
     pub(crate) fn start<B: Breaker>(admission: &Admission<B>) -> Deadline {
         #[cfg(feature = "tokio")]
         {
+            use breakerbox::contract::BreakerPermit;
             let permit = admission.permit();
             Deadline {
                 timer: permit
@@ -34,7 +35,7 @@ impl Deadline {
         }
         #[cfg(not(feature = "tokio"))]
         {
-            let _ = admission.permit().deadline();
+            let _ = admission;
             Deadline {}
         }
     }
