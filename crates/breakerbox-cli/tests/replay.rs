@@ -229,3 +229,40 @@ fn in_shadow_mode_the_same_outage_makes_the_same_transitions_and_counts_would_be
         "{text}"
     );
 }
+
+/// Rule 22, worked by hand: ten healthy calls (every 100 ms, 5 ms each), then a dependency
+/// that hangs: from 1 s on, every call answers 200 only after 10 s. With a 1 s
+/// `call_timeout` each hung call is cancelled at 1 s, a `timeout` failure: the third ends at
+/// 2.2 s and trips, so the calls of 1.0..=2.1 s (12) got through and those of 2.2..=3.0 s (9)
+/// are rejected. Without the deadline the 200s would be successes and nothing would trip.
+#[test]
+fn calls_longer_than_the_call_timeout_are_replayed_as_timeouts() {
+    let mut trace = String::from("timestamp,status,latency_ms\n");
+    for i in 0..31u32 {
+        let latency = if i < 10 { 5 } else { 10_000 };
+        trace.push_str(&format!("{},200,{latency}\n", i * 100));
+    }
+    let dir = scratch("call-timeout");
+    let trace = file(&dir, "trace.csv", &trace);
+    let config = file(
+        &dir,
+        "config.toml",
+        "[breaker]\nconsecutive_failures = 3\nrecovery_timeout = \"30s\"\ncall_timeout = \"1s\"\n",
+    );
+    let output = run(&["replay", "--config", &config, &trace, "--json"]);
+    assert_ok(&output);
+    let v = json(&output);
+    assert_eq!(v["events"], 31);
+    assert_eq!(v["trips"], 1);
+    assert_eq!(v["rejected"], 9);
+    assert_eq!(v["failed_let_through"], 12);
+    assert_eq!(v["failures_by_reason"]["timeout"], 12);
+    let plain = file(&dir, "plain.toml", "[breaker]\nconsecutive_failures = 3\n");
+    let output = run(&["replay", "--config", &plain, &trace, "--json"]);
+    assert_ok(&output);
+    assert_eq!(
+        json(&output)["trips"],
+        0,
+        "without the deadline, slow 200s are fine"
+    );
+}

@@ -87,7 +87,8 @@ impl TransportError {
     }
 
     /// The kind of `error`, from the first link of its source chain that says: a
-    /// `TransportError` itself, a `hyper::Error` (with the `hyper` feature: an incomplete
+    /// `TransportError` itself, a [`breakerbox::DeadlineElapsed`] (a call cancelled at its
+    /// deadline: [`TransportError::Timeout`]), a `hyper::Error` (with the `hyper` feature: an incomplete
     /// message or a closed connection is [`TransportError::NoResponse`], a timeout is
     /// [`TransportError::Timeout`]), or an [`io::Error`]
     /// ([`TransportError::from_io_kind`]); [`TransportError::Other`] when none does.
@@ -109,6 +110,10 @@ impl TransportError {
             }
             if let Some(kind) = link.downcast_ref::<TransportError>() {
                 return *kind;
+            }
+            // Rule 22: a call an inner breaker cancelled at its deadline.
+            if link.downcast_ref::<breakerbox::DeadlineElapsed>().is_some() {
+                return TransportError::Timeout;
             }
             #[cfg(feature = "hyper")]
             if let Some(kind) = link.downcast_ref::<hyper::Error>().and_then(hyper_kind) {
@@ -185,6 +190,14 @@ mod tests {
             TransportError::classify(&std::fmt::Error),
             TransportError::Other
         );
+    }
+
+    #[test]
+    fn a_call_cancelled_at_its_deadline_is_a_timeout() {
+        let elapsed = breakerbox::DeadlineElapsed::new(std::time::Duration::from_secs(1), true);
+        assert_eq!(TransportError::classify(&elapsed), TransportError::Timeout);
+        let wrapped = io::Error::other(elapsed);
+        assert_eq!(TransportError::classify(&wrapped), TransportError::Timeout);
     }
 
     #[test]

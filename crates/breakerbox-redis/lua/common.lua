@@ -75,9 +75,10 @@ local function now_us()
 end
 
 -- cf, wk, wsize, wwidth, wbuckets, fppm, sppm, minc, slow, rec, mult, maxo, jit, maxp, reqs, hot,
--- lease, shadow. cf/fppm/sppm 0 = rule absent; slow -1 = no threshold; wk is n (none), c
--- (count) or t (time); lease is a probe slot's lease in microseconds; shadow 1 = the
--- config starts in shadow mode (rule 20; the stored switch, once set, wins).
+-- lease, shadow, cdl, pdl. cf/fppm/sppm 0 = rule absent; slow -1 = no threshold; wk is n
+-- (none), c (count) or t (time); lease is a probe slot's lease in microseconds; shadow 1 =
+-- the config starts in shadow mode (rule 20; the stored switch, once set, wins); cdl and
+-- pdl are the deadlines (us, -1 none) of a normal call and of a probe (rule 22).
 local function parse_config(s)
   local f = {}
   for part in string.gmatch(s, '([^,]+)') do f[#f + 1] = part end
@@ -89,6 +90,7 @@ local function parse_config(s)
     maxp = tonumber(f[14]), reqs = tonumber(f[15]), hot = tonumber(f[16]),
     lease = tonumber(f[17]) or 2000000,
     shadow = f[18] == '1',
+    cdl = tonumber(f[19]) or -1, pdl = tonumber(f[20]) or -1,
   }
   c.wsig = c.wk .. ':' .. f[3] .. ':' .. f[4] .. ':' .. f[5]
   return c
@@ -107,6 +109,15 @@ local warmed = false
 
 local function is_slow(latency)
   return C.slow >= 0 and latency > C.slow
+end
+
+-- Rule 22: a call whose latency is past its kind's deadline is a failure, whatever its
+-- verdict (Config::past_deadline).
+local function past_deadline(kind, verdict, latency)
+  local d = -1
+  if kind == NORMAL then d = C.cdl elseif kind == PROBE then d = C.pdl end
+  if d >= 0 and latency > d then return FAILURE end
+  return verdict
 end
 
 -- Config::open_duration, in microseconds.
@@ -511,6 +522,7 @@ end
 
 -- `age`: how long before `now` the call completed (us).
 local function outcome(S, gen, kind, verdict, latency, now, hint, tok, age)
+  verdict = past_deadline(kind, verdict, latency)
   if gen ~= S.gen then return 'stale' end
   if S.phase == HALF and kind == PROBE and not take_lease(S, tok) then return 'stale' end
   if S.phase == CLOSED and kind == NORMAL then

@@ -4,10 +4,12 @@
 //! of successes. Sending each as its own seven arguments made a second's batch (hundreds
 //! of outcomes) cost the client, the wire and Redis about a millisecond, and a failure
 //! queued behind it reached Redis that much later. A run of successes (or of ignores)
-//! of one generation, with the same slow-call class, no retry hint and no lease token,
+//! of one generation, with the same slow-call class and the same side of the call
+//! deadline (rule 22), no retry hint and no lease token,
 //! is sent as one entry with a count; the script applies the entry once per outcome, so
 //! the state is the same as for the outcomes sent one by one:
-//! - every outcome of a run is filed at the script's time and judged slow or not alike;
+//! - every outcome of a run is filed at the script's time and judged slow (and late) or
+//!   not alike;
 //! - a success ends the failure streak if it completed after the streak began (rule 19),
 //!   so of a run only the youngest completion matters, which the entry carries.
 
@@ -36,9 +38,14 @@ fn mergeable(o: &OutcomeArg) -> bool {
 }
 
 /// The items as runs: like neighbours merged (see the module docs). `slow_us`: the
-/// slow-call threshold in microseconds, as the scripts compare it (`None`: none).
-fn runs(items: &[BatchItem], slow_us: Option<u64>) -> Vec<Entry> {
-    let slow = |latency: Duration| slow_us.is_some_and(|threshold| micros(latency) > threshold);
+/// slow-call threshold in microseconds, as the scripts compare it (`None`: none);
+/// `late_us`: a normal call's deadline (rule 22) likewise, so a run never mixes calls the
+/// scripts judge late with calls they do not.
+fn runs(items: &[BatchItem], slow_us: Option<u64>, late_us: Option<u64>) -> Vec<Entry> {
+    let over = |limit: Option<u64>, latency: Duration| {
+        limit.is_some_and(|threshold| micros(latency) > threshold)
+    };
+    let slow = |latency: Duration| (over(slow_us, latency), over(late_us, latency));
     let mut out: Vec<Entry> = Vec::with_capacity(items.len().min(64));
     for item in items {
         if let (
@@ -70,8 +77,12 @@ fn runs(items: &[BatchItem], slow_us: Option<u64>) -> Vec<Entry> {
 
 /// `record.lua`'s own arguments for `items`: the number of entries, then per entry its
 /// generation, kind, verdict, latency, retry hint, lease token, age and count.
-pub(crate) fn arguments(items: &[BatchItem], slow_us: Option<u64>) -> Vec<String> {
-    let entries = runs(items, slow_us);
+pub(crate) fn arguments(
+    items: &[BatchItem],
+    slow_us: Option<u64>,
+    late_us: Option<u64>,
+) -> Vec<String> {
+    let entries = runs(items, slow_us, late_us);
     let mut rest = Vec::with_capacity(1 + entries.len() * 8);
     rest.push(entries.len().to_string());
     for Entry { item, count } in entries {
@@ -127,7 +138,7 @@ mod tests {
             outcome(Verdict::Success, 20, 500),
             outcome(Verdict::Success, 30, 700),
         ];
-        let runs = runs(&items, Some(100));
+        let runs = runs(&items, Some(100), None);
         assert_eq!(runs.len(), 1);
         assert_eq!(runs[0].count, 3);
         assert_eq!(runs[0].item, outcome(Verdict::Success, 10, 500));
@@ -156,11 +167,33 @@ mod tests {
             outcome(Verdict::Ignore, 10, 0),
             outcome(Verdict::Ignore, 10, 0),
         ];
-        let counts: Vec<u64> = runs(&items, Some(100)).iter().map(|e| e.count).collect();
+        let counts: Vec<u64> = runs(&items, Some(100), None)
+            .iter()
+            .map(|e| e.count)
+            .collect();
         assert_eq!(counts, [1, 1, 1, 1, 1, 1, 1, 1, 1, 2]);
         // Without a threshold nothing is slow: the two successes merge.
-        let counts: Vec<u64> = runs(&items[3..5], None).iter().map(|e| e.count).collect();
+        let counts: Vec<u64> = runs(&items[3..5], None, None)
+            .iter()
+            .map(|e| e.count)
+            .collect();
         assert_eq!(counts, [2]);
+    }
+
+    #[test]
+    fn a_call_past_its_deadline_never_merges_with_one_in_time() {
+        let items = [
+            outcome(Verdict::Success, 0, 0),
+            outcome(Verdict::Success, 5_001, 0),
+            outcome(Verdict::Success, 5_002, 0),
+            outcome(Verdict::Success, 5_000, 0),
+        ];
+        let counts: Vec<u64> = runs(&items, None, Some(5_000))
+            .iter()
+            .map(|e| e.count)
+            .collect();
+        assert_eq!(counts, [1, 2, 1]);
+        assert_eq!(runs(&items, None, None).len(), 1);
     }
 
     #[test]
@@ -172,7 +205,7 @@ mod tests {
             Duration::ZERO,
         ));
         let items = [outcome(Verdict::Success, 0, 0), other];
-        assert_eq!(runs(&items, None).len(), 2);
-        assert_eq!(arguments(&items, None).len(), 1 + 2 * 8);
+        assert_eq!(runs(&items, None, None).len(), 2);
+        assert_eq!(arguments(&items, None, None).len(), 1 + 2 * 8);
     }
 }

@@ -149,6 +149,8 @@ pub struct RedisStore {
     config_arg: String,
     /// The slow-call threshold in microseconds, as the scripts compare it.
     slow_us: Option<u64>,
+    /// A normal call's deadline in microseconds (rule 22), as the scripts compare it.
+    late_us: Option<u64>,
     ttl_ms: String,
     timeout: Duration,
     next_token: AtomicU64,
@@ -288,6 +290,7 @@ impl RedisStore {
             key,
             config_arg: encode_config(config, options.probe_lease),
             slow_us: config.slow_call_threshold.map(micros),
+            late_us: config.deadline(PermitKind::Normal).map(micros),
             ttl_ms: u64::try_from(options.ttl.as_millis())
                 .unwrap_or(u64::MAX)
                 .max(1)
@@ -498,7 +501,7 @@ impl RedisStore {
         now_us: Option<u64>,
         r: f64,
     ) -> Result<Answer, StoreError> {
-        let rest = crate::batch::arguments(items, self.slow_us);
+        let rest = crate::batch::arguments(items, self.slow_us, self.late_us);
         self.run(ScriptKind::Record, now_us, r, rest).await
     }
 

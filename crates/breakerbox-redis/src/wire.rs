@@ -34,8 +34,14 @@ pub(crate) fn encode_config(config: &Config, probe_lease: std::time::Duration) -
     let slow = config
         .slow_call_threshold
         .map_or(-1, |t| i128::from(micros(t)) as i64);
+    // Rule 22: the deadline of each kind, resolved here by the core's one definition.
+    let deadline = |kind: PermitKind| {
+        config
+            .deadline(kind)
+            .map_or(-1, |d| i64::try_from(micros(d)).unwrap_or(i64::MAX))
+    };
     format!(
-        "{},{},{},{},{},{},{},{},{},{},{:?},{},{:?},{},{},{},{},{}",
+        "{},{},{},{},{},{},{},{},{},{},{:?},{},{:?},{},{},{},{},{},{},{}",
         config.consecutive_failures.unwrap_or(0),
         wk,
         wsize,
@@ -54,6 +60,8 @@ pub(crate) fn encode_config(config: &Config, probe_lease: std::time::Duration) -
         micros(config.half_open_timeout),
         micros(probe_lease).max(1),
         u8::from(config.shadow),
+        deadline(PermitKind::Normal),
+        deadline(PermitKind::Probe),
     )
 }
 

@@ -115,6 +115,13 @@ fn random_config(seed: u64) -> (Config, Duration) {
             ));
         // Rule 20: some configs start in shadow mode (operators switch it too, below).
         b = b.shadow(rng.chance(20));
+        // Rule 22: deadlines at and around the latencies drawn below.
+        if rng.chance(35) {
+            b = b.call_timeout(Duration::from_micros(rng.pick(&[5_000u64, 19_999])));
+        }
+        if rng.chance(25) {
+            b = b.probe_timeout(Duration::from_micros(rng.pick(&[4_999u64, 5_000])));
+        }
         let lease = Duration::from_micros(rng.pick(&[20_000u64, 150_000, 2_000_000]));
         if let Ok(config) = b.build() {
             return (config, lease);

@@ -16,6 +16,7 @@ mod scenarios {
     pub(crate) mod shared {
         pub(crate) mod backoff;
         pub(crate) mod closed;
+        pub(crate) mod deadlines;
         pub(crate) mod half_open;
         pub(crate) mod manual;
         pub(crate) mod shadow;

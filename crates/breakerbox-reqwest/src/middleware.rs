@@ -3,8 +3,10 @@
 use std::sync::Arc;
 
 use breakerbox::contract::{Breaker, BreakerPermit};
-use breakerbox::{CircuitBreaker, CircuitOpen, Clock, Config, ConfigError, Registry};
-use breakerbox_http::{AfterHead, HttpJudge};
+use breakerbox::{
+    CircuitBreaker, CircuitOpen, Clock, Config, ConfigError, Registry, TokioDeadline,
+};
+use breakerbox_http::{AfterHead, HttpJudge, TransportError};
 use http::Extensions;
 use reqwest_middleware::{Middleware, Next};
 
@@ -29,6 +31,13 @@ pub type KeyFn = Arc<dyn Fn(&reqwest::Request) -> String + Send + Sync>;
 /// clock; reading the body for business codes does not count. If reading the body for the
 /// judge fails, `send()` returns that error and the call is a failure
 /// (`transport: body read failed`, or `timeout: body read`).
+///
+/// A call takes at most its permit's deadline (rule 22: the breaker's `call_timeout`,
+/// `probe_timeout` for a half-open probe), from admission over the head and any body read
+/// for the judge: at the deadline the request's future is dropped, the exchange is judged
+/// a transport timeout (reason `timeout`, or `timeout: body read`), and `send()` returns
+/// `Error::Middleware` holding a [`breakerbox::DeadlineElapsed`]. A hung half-open probe
+/// so frees its slot at `probe_timeout`. Needs a tokio runtime with time (as reqwest does).
 ///
 /// When the registry is full (every breaker open, half-open or in use), a request to a new
 /// key goes through unprotected rather than failing: the registry refuses to forget what
@@ -108,6 +117,10 @@ fn rejected(open: CircuitOpen) -> reqwest_middleware::Error {
     reqwest_middleware::Error::Middleware(anyhow::Error::new(open))
 }
 
+fn timed_out(elapsed: breakerbox::DeadlineElapsed) -> reqwest_middleware::Error {
+    reqwest_middleware::Error::Middleware(anyhow::Error::new(elapsed))
+}
+
 #[async_trait::async_trait]
 impl<B: Breaker> Middleware for CircuitBreakerMiddleware<B> {
     async fn handle(
@@ -124,31 +137,42 @@ impl<B: Breaker> Middleware for CircuitBreakerMiddleware<B> {
         let probe = permit.is_probe();
         let clock = breaker.clock();
         let started = clock.now();
-        let result = next.run(request, extensions).await;
+        let mut deadline = TokioDeadline::for_permit(&permit);
+        let result = deadline.run(next.run(request, extensions)).await;
         let latency = clock.now().saturating_sub(started).as_duration();
         let mut exchange = self.judge.exchange(probe);
         let (result, judgement) = match result {
-            Ok(response) => {
+            Ok(Ok(response)) => {
                 match exchange.on_head(response.status(), response.headers(), latency) {
                     AfterHead::Judged(judgement) => (Ok(response), Some(judgement)),
-                    AfterHead::ReadBody { cap } => match peek(response, cap).await {
-                        Ok(peeked) => {
+                    AfterHead::ReadBody { cap } => match deadline.run(peek(response, cap)).await {
+                        Ok(Ok(peeked)) => {
                             let judgement = exchange.on_body(peeked.body.as_deref());
                             (Ok(peeked.response), Some(judgement))
                         }
-                        Err(error) => {
+                        Ok(Err(error)) => {
                             let error = reqwest_middleware::Error::Reqwest(error);
                             let judgement = exchange.on_body_error(transport_error(&error));
                             (Err(error), Some(judgement))
+                        }
+                        // Rule 22: the body read for the judge hung past the deadline.
+                        Err(elapsed) => {
+                            let judgement = exchange.on_body_error(TransportError::Timeout);
+                            (Err(timed_out(elapsed)), Some(judgement))
                         }
                     },
                 }
             }
             // An inner breaker said no: nothing was sent, nothing to judge.
-            Err(error) if crate::circuit_open(&error).is_some() => (Err(error), None),
-            Err(error) => {
+            Ok(Err(error)) if crate::circuit_open(&error).is_some() => (Err(error), None),
+            Ok(Err(error)) => {
                 let judgement = exchange.on_transport_error(transport_error(&error), latency);
                 (Err(error), Some(judgement))
+            }
+            // Rule 22: no head by the deadline; the request's future was dropped.
+            Err(elapsed) => {
+                let judgement = exchange.on_transport_error(TransportError::Timeout, latency);
+                (Err(timed_out(elapsed)), Some(judgement))
             }
         };
         // One record per exchange; without a judgement the permit is released.

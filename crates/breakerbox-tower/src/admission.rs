@@ -112,6 +112,12 @@ impl<B: Breaker> Admission<B> {
         self.permit.is_probe()
     }
 
+    /// The call's permit.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn permit(&self) -> &B::OwnedPermit {
+        &self.permit
+    }
+
     /// The time since admission through the breaker's clock (zero when untimed).
     pub(crate) fn latency(&self) -> Duration {
         match &self.timer {

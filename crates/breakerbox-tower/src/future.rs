@@ -6,10 +6,11 @@ use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
 use breakerbox::contract::Breaker;
-use breakerbox::Judge;
+use breakerbox::{DeadlineElapsed, Judge, Verdict};
 use pin_project_lite::pin_project;
 
 use crate::admission::Admission;
+use crate::deadline::Deadline;
 use crate::error::{BoxError, Refusal};
 use crate::gate::Admitted;
 use crate::judging::Outcome;
@@ -17,7 +18,10 @@ use crate::judging::Outcome;
 pin_project! {
     /// The future of a [`CircuitBreakerService`](crate::CircuitBreakerService) call judged by
     /// a [`Judge`]: either a refusal, ready at once, or the inner service's future carrying
-    /// the call's permit. Dropping it before it completes releases the permit.
+    /// the call's permit. Dropping it before it completes releases the permit. With the
+    /// `tokio` feature, the call is cancelled at its permit's deadline (rule 22): the
+    /// inner future is dropped, a failure recorded, and a boxed
+    /// [`DeadlineElapsed`](breakerbox::DeadlineElapsed) answered.
     pub struct ResponseFuture<F, J, C: Breaker> {
         #[pin]
         state: State<F, J, C>,
@@ -32,7 +36,9 @@ pin_project! {
             #[pin]
             future: F,
             judged: Option<(Admission<C>, J)>,
+            deadline: Deadline,
         },
+        TimedOut { elapsed: DeadlineElapsed },
     }
 }
 
@@ -40,6 +46,7 @@ impl<F, J, C: Breaker> Admitted<F, C, Outcome<J>> for ResponseFuture<F, J, C> {
     fn admitted(future: F, admission: Admission<C>, judge: Outcome<J>) -> Self {
         ResponseFuture {
             state: State::Admitted {
+                deadline: Deadline::start(&admission),
                 future,
                 judged: Some((admission, judge.0)),
             },
@@ -63,10 +70,26 @@ where
     type Output = Result<T, BoxError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.project().state.project() {
+        let mut state = self.project().state;
+        match state.as_mut().project() {
             StateProj::Refused { refusal } => Poll::Ready(Err(refusal.boxed())),
-            StateProj::Admitted { future, judged } => {
-                let outcome = ready!(future.poll(cx));
+            StateProj::TimedOut { elapsed } => Poll::Ready(Err(Box::new(*elapsed))),
+            StateProj::Admitted {
+                future,
+                judged,
+                deadline,
+            } => {
+                let Poll::Ready(outcome) = future.poll(cx) else {
+                    let elapsed = ready!(deadline.poll_elapsed(cx));
+                    // Rule 22: the call is cancelled (its future dropped below) and is a
+                    // failure, whatever the judge would have said of a result.
+                    if let Some((admission, _)) = judged.take() {
+                        let latency = admission.latency();
+                        admission.record(Verdict::Failure, latency);
+                    }
+                    state.set(State::TimedOut { elapsed });
+                    return Poll::Ready(Err(Box::new(elapsed)));
+                };
                 if let Some((admission, judge)) = judged.take() {
                     let latency = admission.latency();
                     let verdict = judge.judge(&outcome, latency);
@@ -86,6 +109,7 @@ impl<F, J, C: Breaker> fmt::Debug for ResponseFuture<F, J, C> {
                 judged: Some(_), ..
             } => "admitted",
             State::Admitted { judged: None, .. } => "complete",
+            State::TimedOut { .. } => "timed out",
         };
         f.debug_struct("ResponseFuture")
             .field("state", &state)

@@ -32,7 +32,15 @@
 //!   `downcast_ref`. See [`error`].
 //! - **Time**: latency is measured through the breaker's [`breakerbox::Clock`], so a
 //!   [`breakerbox::ManualClock`] drives tests deterministically. The crate has no runtime
-//!   dependency.
+//!   dependency (unless its `tokio` feature is on).
+//! - **Deadlines** (rule 22): a call takes at most its permit's deadline
+//!   (`BreakerPermit::deadline`: the breaker's `call_timeout`, `probe_timeout` for a
+//!   half-open probe). With the `tokio` feature the response future drops the inner future
+//!   at the deadline, records a failure (in the HTTP form, the exchange's
+//!   `on_transport_error(TransportError::Timeout)`: reason `timeout`, or
+//!   `timeout: body read` while the body is read for judging) and answers a boxed
+//!   [`breakerbox::DeadlineElapsed`]; a hung probe so frees its slot at `probe_timeout`.
+//!   Without a deadline configured, nothing is timed.
 //! - **Cost**: the permit a response future carries owns a reference to the breaker: one
 //!   reference-count increment and decrement per call, which on some machines costs more
 //!   than the rest of the layer. A breaker that lives for the whole program (a `static`, or
@@ -79,8 +87,10 @@
 //! | Feature | Default | What it does |
 //! |---------|---------|--------------|
 //! | `hyper` | off | A `hyper::Error` from the inner service is classified by its kind (an incomplete message is `transport: no response`, not `transport: error`); forwards `breakerbox-http/hyper`. |
+//! | `tokio` | off | Calls are cancelled at their permit's deadline (rule 22: the breaker's `call_timeout`, `probe_timeout` for a half-open probe): the inner future is dropped, the call is recorded as a failure with reason `timeout`, and the caller gets a boxed [`breakerbox::DeadlineElapsed`]. Needs a tokio runtime with time. Without it, a deadline is only judged: a result later than it is a timeout failure. |
 
 mod admission;
+mod deadline;
 pub mod error;
 mod future;
 mod gate;

@@ -60,6 +60,16 @@ fn closed_success(c: &mut Criterion) {
     protected_no_op(&mut group, "time_window(10s,10)@0.5", &time);
     expect_phase(&time, Phase::Closed, "time window");
 
+    // Rule 22: what a configured deadline costs (two clock readings per call); the rows
+    // above have none and pay one branch.
+    let deadline = CircuitBreaker::builder()
+        .consecutive_failures(5)
+        .call_timeout(Duration::from_secs(1))
+        .build()
+        .expect("valid config");
+    protected_no_op(&mut group, "consecutive(5)+call_timeout(1s)", &deadline);
+    expect_phase(&deadline, Phase::Closed, "call timeout");
+
     group.finish();
 }
 

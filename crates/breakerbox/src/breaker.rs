@@ -130,7 +130,7 @@ impl<C: Clock> CircuitBreaker<C> {
 
     #[inline(always)]
     fn start(&self) -> Nanos {
-        if self.engine.config.measures_latency() {
+        if self.engine.timed {
             self.engine.clock.now()
         } else {
             Nanos::ZERO
@@ -138,6 +138,30 @@ impl<C: Clock> CircuitBreaker<C> {
     }
 
     /// Runs `f` if admitted; `Ok` is a success and `Err` a failure.
+    ///
+    /// With a `call_timeout` (or a `probe_timeout`, for a half-open probe) configured, a
+    /// synchronous call cannot be cancelled: `f` runs to the end, and a result that came
+    /// later than the permit's deadline is recorded as a failure with reason `timeout`,
+    /// whatever it was (rule 22); the result itself is still returned.
+    ///
+    /// ```
+    /// use breakerbox::{CircuitBreaker, ManualClock, Phase};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let breaker = CircuitBreaker::builder()
+    ///     .consecutive_failures(1)
+    ///     .call_timeout(Duration::from_secs(1))
+    ///     .clock(clock.clone())
+    ///     .build()
+    ///     .unwrap();
+    /// let late = breaker.call(|| {
+    ///     clock.advance(Duration::from_secs(2));
+    ///     Ok::<_, ()>("too late")
+    /// });
+    /// assert_eq!(late.unwrap(), "too late");
+    /// assert_eq!(breaker.phase(), Phase::Open);
+    /// ```
     ///
     /// ```
     /// use breakerbox::CircuitBreaker;
@@ -167,6 +191,14 @@ impl<C: Clock> CircuitBreaker<C> {
 
     /// Awaits `future` if admitted; `Ok` is a success and `Err` a failure. Dropping the
     /// returned future before it completes releases the permit (and a probe's slot).
+    ///
+    /// The core has no timer (no async runtime), so this does not cancel `future` at the
+    /// permit's deadline: like [`CircuitBreaker::call`], it records a result that came
+    /// later than `call_timeout` (`probe_timeout` for a probe) as a failure with reason
+    /// `timeout` (rule 22). The tower layer, the reqwest middleware and the proxy cancel
+    /// at the deadline (they drop the call's future and record a timeout failure). Beware
+    /// that wrapping this future in a runtime's own timeout only releases the permit when
+    /// it fires: a release is not a failure.
     pub async fn call_async<T, E, F>(&self, future: F) -> Result<T, CallError<E>>
     where
         F: Future<Output = Result<T, E>>,
@@ -214,7 +246,7 @@ impl<C: Clock> CircuitBreaker<C> {
         J: Judge<T, E> + ?Sized,
     {
         let (generation, kind) = self.engine.acquire()?;
-        let timed = judge.uses_latency() || self.engine.config.measures_latency();
+        let timed = judge.uses_latency() || self.engine.timed;
         let started = if timed {
             self.engine.clock.now()
         } else {

@@ -10,6 +10,11 @@ mod tokio_clock;
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub use tokio_clock::TokioClock;
+#[cfg(feature = "tokio")]
+mod tokio_deadline;
+#[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+pub use tokio_deadline::TokioDeadline;
 
 /// A monotonic timestamp or a duration in nanoseconds.
 ///

@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use crate::{ConfigError, Nanos};
+use crate::model::PermitKind;
+use crate::{ConfigError, Nanos, Verdict};
 
 mod builder;
 mod duration;
@@ -88,6 +89,12 @@ pub struct Config {
     /// rejection. Switch it at runtime with `set_shadow` (a shared engine's stored switch,
     /// once set, wins over this initial value).
     pub shadow: bool,
+    /// Rule 22: a call (normal or probe) that takes longer than this (strictly) is a
+    /// failure with reason `timeout`, whatever its verdict. `None`: no deadline.
+    pub call_timeout: Option<Duration>,
+    /// Rule 22: a half-open probe's deadline, when shorter than `call_timeout` (at most
+    /// it, below `half_open_timeout`). `None`: probes use `call_timeout`.
+    pub probe_timeout: Option<Duration>,
 }
 
 impl Config {
@@ -151,9 +158,68 @@ impl Config {
         }
     }
 
-    /// Whether outcomes need a latency (a slow-call rule is configured).
+    /// Whether outcomes need a latency (a slow-call rule or a deadline is configured).
+    #[inline(always)]
     pub fn measures_latency(&self) -> bool {
-        self.slow_call_threshold.is_some()
+        self.slow_call_threshold.is_some() || self.has_deadline()
+    }
+
+    /// Whether a call or probe deadline is configured (rule 22).
+    #[inline(always)]
+    pub fn has_deadline(&self) -> bool {
+        self.call_timeout.is_some() || self.probe_timeout.is_some()
+    }
+
+    /// Rule 22: the deadline of a call made with a permit of `kind`: `probe_timeout` (or
+    /// else `call_timeout`) for a half-open probe, `call_timeout` for a normal call, none
+    /// for a passthrough (it records nothing). The one definition every engine and adapter
+    /// uses (`BreakerPermit::deadline` answers it).
+    ///
+    /// ```
+    /// use breakerbox::model::PermitKind;
+    /// use breakerbox::Config;
+    /// use std::time::Duration;
+    ///
+    /// let config = Config::builder()
+    ///     .call_timeout(Duration::from_secs(2))
+    ///     .probe_timeout(Duration::from_millis(300))
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(config.deadline(PermitKind::Normal), Some(Duration::from_secs(2)));
+    /// assert_eq!(config.deadline(PermitKind::Probe), Some(Duration::from_millis(300)));
+    /// assert_eq!(config.deadline(PermitKind::Passthrough), None);
+    /// ```
+    #[inline]
+    pub fn deadline(&self, kind: PermitKind) -> Option<Duration> {
+        match kind {
+            PermitKind::Normal => self.call_timeout,
+            PermitKind::Probe => self.probe_timeout.or(self.call_timeout),
+            PermitKind::Passthrough => None,
+        }
+    }
+
+    /// Rule 22: `verdict` as the deadline of `kind` leaves it: a call whose `latency` is
+    /// strictly above its deadline is a [`Verdict::Failure`] whatever its verdict (the
+    /// failure's reason is `timeout`); any other call keeps its verdict.
+    ///
+    /// ```
+    /// use breakerbox::model::PermitKind;
+    /// use breakerbox::{Config, Nanos, Verdict};
+    /// use std::time::Duration;
+    ///
+    /// let config = Config::builder().call_timeout(Duration::from_secs(1)).build().unwrap();
+    /// let late = Nanos::from_duration(Duration::from_millis(1001));
+    /// let on_time = Nanos::from_duration(Duration::from_secs(1));
+    /// assert_eq!(config.past_deadline(PermitKind::Normal, Verdict::Success, late), Verdict::Failure);
+    /// assert_eq!(config.past_deadline(PermitKind::Normal, Verdict::Ignore, late), Verdict::Failure);
+    /// assert_eq!(config.past_deadline(PermitKind::Normal, Verdict::Success, on_time), Verdict::Success);
+    /// ```
+    #[inline(always)]
+    pub fn past_deadline(&self, kind: PermitKind, verdict: Verdict, latency: Nanos) -> Verdict {
+        match self.deadline(kind) {
+            Some(deadline) if latency > Nanos::from_duration(deadline) => Verdict::Failure,
+            _ => verdict,
+        }
     }
 
     /// Whether `latency` is slow under this config.

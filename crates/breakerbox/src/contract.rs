@@ -202,6 +202,15 @@ pub trait BreakerPermit: Debug + Send {
         self.kind() == PermitKind::Probe
     }
 
+    /// Rule 22 of `docs/RULES.md`: how long this call may take, from its acquire, before
+    /// it is a failure with reason `timeout`: [`Config::deadline`] of the permit's kind
+    /// under its breaker's config (`probe_timeout`, or else `call_timeout`, for a probe;
+    /// `call_timeout` for a normal call; none for a passthrough). An outcome recorded
+    /// with a longer latency is a failure whatever its verdict, in every engine; the
+    /// async integrations (the tower layer, the reqwest middleware, the proxy) drop the
+    /// call's future at this deadline and record it as a timeout failure.
+    fn deadline(&self) -> Option<Duration>;
+
     /// Records `verdict`, the latency measured since the acquire through the breaker's
     /// clock.
     fn record(self, verdict: Verdict) -> Self::Recorded;

@@ -79,6 +79,55 @@ impl fmt::Display for CircuitOpen {
 
 impl Error for CircuitOpen {}
 
+/// Rule 22 of `docs/RULES.md`: an admitted call ran past its permit's deadline
+/// ([`BreakerPermit::deadline`](crate::BreakerPermit::deadline): `probe_timeout` for a
+/// half-open probe, `call_timeout` otherwise) and was cancelled: its future was dropped,
+/// and the breaker recorded a failure with reason `timeout`. What the async integrations
+/// (the tower layer, the reqwest middleware) answer then; `breakerbox_http` classifies it
+/// as a timeout.
+///
+/// ```
+/// use breakerbox::DeadlineElapsed;
+/// use std::time::Duration;
+/// let elapsed = DeadlineElapsed::new(Duration::from_millis(300), true);
+/// assert_eq!(elapsed.to_string(), "probe deadline of 300ms elapsed; the call was cancelled");
+/// ```
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct DeadlineElapsed {
+    deadline: Duration,
+    probe: bool,
+}
+
+impl DeadlineElapsed {
+    /// A call cancelled at `deadline`, a half-open probe's if `probe`.
+    pub const fn new(deadline: Duration, probe: bool) -> DeadlineElapsed {
+        DeadlineElapsed { deadline, probe }
+    }
+
+    /// The deadline that elapsed, counted from the call's admission.
+    pub const fn deadline(&self) -> Duration {
+        self.deadline
+    }
+
+    /// Whether the call was a half-open probe (its deadline is the `probe_timeout`).
+    pub const fn is_probe(&self) -> bool {
+        self.probe
+    }
+}
+
+impl fmt::Display for DeadlineElapsed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = if self.probe { "probe" } else { "call" };
+        write!(
+            f,
+            "{what} deadline of {:?} elapsed; the call was cancelled",
+            self.deadline
+        )
+    }
+}
+
+impl Error for DeadlineElapsed {}
+
 /// The result of a protected call: rejected by the breaker, or the call's own error.
 ///
 /// # In an error chain

@@ -54,7 +54,7 @@
 //! | feature   | default | what it adds                                             |
 //! |-----------|---------|----------------------------------------------------------|
 //! | `tracing` | no      | every event (transition, rejection, stale result) is emitted through `tracing` |
-//! | `tokio`   | no      | [`TokioClock`]: reads tokio's time, so a breaker follows `tokio::time::pause` and `advance` in tests (tokio's `time` feature only) |
+//! | `tokio`   | no      | [`TokioClock`]: reads tokio's time, so a breaker follows `tokio::time::pause` and `advance` in tests; `TokioDeadline`: the timer that cancels a call at its permit's deadline (rule 22), used by the tower layer, the reqwest middleware and the proxy (tokio's `time` feature only) |
 //! | `serde`   | no      | `Deserialize` and `Serialize` for [`Config`], with the keys of a config file (`config::ConfigFile`): durations as `"30s"`, windows as `"count:100"` or `"time:10s/20"`; a deserialized `Config` is validated and an error names its key |
 //!
 //! ## Config files
@@ -105,13 +105,13 @@ mod sync;
 mod verdict;
 
 pub use breaker::{Builder, CircuitBreaker};
-#[cfg(feature = "tokio")]
-pub use clock::TokioClock;
 pub use clock::{Clock, ManualClock, MonotonicClock, Nanos};
+#[cfg(feature = "tokio")]
+pub use clock::{TokioClock, TokioDeadline};
 pub use config::{Config, ConfigBuilder, Rate};
 #[cfg(not(loom))]
 pub use contract::{Breaker, BreakerPermit};
-pub use error::{CallError, CircuitOpen, ConfigError};
+pub use error::{CallError, CircuitOpen, ConfigError, DeadlineElapsed};
 pub use events::{emit_event, Event, EventKind, Listener};
 pub use jitter::{JitterSource, SplitMix};
 pub use judge::{DefaultJudge, FnJudge, Judge, SlowerThan};

@@ -4,7 +4,7 @@
 //! Redis Lua scripts) and the oracle their tests are held against. It has no atomics, no
 //! clock and no randomness: time and the jitter sample are arguments. It is written to be
 //! ported line by line; see `docs/RULES.md` (rules 1-13, and 19 for outcomes that waited
-//! in a batch, 20 for shadow mode), which it follows rule by rule.
+//! in a batch, 20 for shadow mode, 22 for call deadlines), which it follows rule by rule.
 //!
 //! ```
 //! use breakerbox::model::{Decision, ModelState, Operation, PermitKind};
@@ -310,6 +310,8 @@ impl ModelState {
                 retry_hint,
                 age,
             } => self.after_due(now, config, jitter_sample, |s| {
+                // Rule 22: a call past its permit's deadline is a failure (`timeout`).
+                let verdict = config.past_deadline(kind, verdict, latency);
                 s.outcome(
                     generation,
                     kind,

@@ -102,6 +102,14 @@ macro_rules! permit_methods {
                 self.kind == PermitKind::Probe
             }
 
+            /// Rule 22: how long this call may take before it is a failure with reason
+            /// `timeout` ([`Config::deadline`](crate::Config::deadline) of its kind):
+            /// an outcome recorded with a longer latency is a failure, whatever its
+            /// verdict.
+            pub fn deadline(&self) -> Option<Duration> {
+                self.engine.config.deadline(self.kind)
+            }
+
             /// Records a success.
             #[inline(always)]
             pub fn success(self) {
@@ -122,7 +130,7 @@ macro_rules! permit_methods {
             /// measured from the acquire.
             #[inline(always)]
             pub fn record(self, verdict: Verdict) {
-                let latency = if self.engine.config.measures_latency() {
+                let latency = if self.engine.timed {
                     self.engine.clock.now().saturating_sub(self.started)
                 } else {
                     Nanos::ZERO

@@ -27,7 +27,8 @@ fn every_key_of_a_table_reaches_the_config() {
             "consecutive_failures": 7, "failure_rate": 0.5, "slow_call_rate": 0.8,
             "slow_call_threshold": "800ms", "window": "time:10s/20", "min_calls": 4,
             "recovery_timeout": "2s", "backoff_multiplier": 2.0, "max_open_duration": "1m",
-            "jitter": 0.1, "max_probes": 3, "required_successes": 4, "half_open_timeout": "5s"
+            "jitter": 0.1, "max_probes": 3, "required_successes": 4, "half_open_timeout": "5s",
+            "call_timeout": "2s", "probe_timeout": "500ms"
         }"#,
     )
     .unwrap();
@@ -44,6 +45,8 @@ fn every_key_of_a_table_reaches_the_config() {
         .max_probes(3)
         .required_successes(4)
         .half_open_timeout(Duration::from_secs(5))
+        .call_timeout(Duration::from_secs(2))
+        .probe_timeout(Duration::from_millis(500))
         .build()
         .unwrap();
     assert_eq!(c, expected);
@@ -137,6 +140,17 @@ fn errors_name_the_key_as_written_in_the_file() {
         (
             "max_open_duration = true",
             "expected max_open_duration: a duration",
+        ),
+        ("call_timeout = \"0s\"", "call_timeout: invalid value 0s"),
+        ("call_timeout = 5", "call_timeout: invalid duration 5"),
+        ("probe_timeout = \"0s\"", "probe_timeout: invalid value 0s"),
+        (
+            "call_timeout = \"1s\"\nprobe_timeout = \"2s\"",
+            "probe_timeout: invalid value 2s (expected at most the call_timeout)",
+        ),
+        (
+            "half_open_timeout = \"5s\"\nprobe_timeout = \"5s\"",
+            "probe_timeout: invalid value 5s (expected below the half_open_timeout)",
         ),
     ];
     for (text, start) in cases {
@@ -258,6 +272,8 @@ prop_compose! {
         max_probes in proptest::option::of(1u32..=4095),
         required_successes in proptest::option::of(1u32..=4095),
         half_open_timeout in proptest::option::of(duration()),
+        call_timeout in proptest::option::of(duration()),
+        probe_timeout in proptest::option::of(duration()),
     ) -> Option<Config> {
         let mut b = Config::builder();
         if let Some(n) = consecutive_failures { b = b.consecutive_failures(n); }
@@ -282,6 +298,8 @@ prop_compose! {
         if let Some(n) = max_probes { b = b.max_probes(n); }
         if let Some(n) = required_successes { b = b.required_successes(n); }
         if let Some(t) = half_open_timeout { b = b.half_open_timeout(t); }
+        if let Some(t) = call_timeout { b = b.call_timeout(t); }
+        if let Some(t) = probe_timeout { b = b.probe_timeout(t); }
         // A few draws break a rule across settings (min_calls above the window, a cap
         // below the recovery timeout); they are skipped.
         b.build().ok()

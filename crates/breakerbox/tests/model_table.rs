@@ -1068,3 +1068,76 @@ fn a_success_without_a_failure_run_clears_a_run_start_left_in_the_state() {
     assert_eq!(m.state.consecutive_failures, 0);
     assert_eq!(m.state.streak_started, Nanos::ZERO);
 }
+
+// Rule 22: a call past its permit's deadline is a failure with reason timeout.
+
+fn with_deadlines() -> ConfigBuilder {
+    one_failure_trips()
+        .consecutive_failures(2)
+        .call_timeout(Duration::from_millis(200))
+        .probe_timeout(Duration::from_millis(50))
+}
+
+#[test]
+fn a_call_later_than_its_deadline_is_a_failure_whatever_its_verdict() {
+    for verdict in [Verdict::Success, Verdict::Ignore, Verdict::Failure] {
+        let mut m = Model::new(with_deadlines());
+        m.call(verdict, ms(201), ms(300));
+        assert_eq!(m.state.consecutive_failures, 1, "{verdict:?}");
+        let step = m.call(Verdict::Success, Nanos(200 * MS + 1), ms(400));
+        assert_eq!(
+            step.transition.map(|t| t.reason),
+            Some(TransitionReason::Tripped(TripReason::ConsecutiveFailures)),
+            "{verdict:?}"
+        );
+    }
+}
+
+#[test]
+fn a_call_exactly_at_its_deadline_keeps_its_verdict() {
+    let mut m = Model::new(with_deadlines());
+    m.call(Verdict::Failure, Nanos::ZERO, ms(0));
+    m.call(Verdict::Success, ms(200), ms(300));
+    assert_eq!(m.state.consecutive_failures, 0);
+    m.call(Verdict::Ignore, ms(200), ms(300));
+    assert_eq!(m.state.consecutive_failures, 0);
+}
+
+#[test]
+fn a_probe_is_held_to_the_shorter_probe_timeout() {
+    let mut m = Model::new(with_deadlines());
+    m.calls(2, Verdict::Failure, ms(0));
+    assert_eq!(m.state.phase, Phase::Open);
+    let probe = m.admit(secs(10));
+    assert_eq!(probe.kind, PermitKind::Probe);
+    // 51 ms is well within the call timeout, but not the probe's.
+    let step = m.outcome(probe, Verdict::Success, ms(51), ms(10_051));
+    assert_eq!(
+        step.transition.map(|t| t.reason),
+        Some(TransitionReason::ProbeFailed)
+    );
+}
+
+#[test]
+fn without_a_probe_timeout_probes_use_the_call_timeout() {
+    let mut m = Model::new(
+        one_failure_trips()
+            .required_successes(1)
+            .call_timeout(Duration::from_millis(200)),
+    );
+    m.trip_now(ms(0));
+    let probe = m.admit(secs(10));
+    m.outcome(probe, Verdict::Success, ms(199), ms(10_199));
+    assert_eq!(m.state.phase, Phase::Closed);
+    m.trip_now(secs(11));
+    let probe = m.admit(secs(21));
+    m.outcome(probe, Verdict::Success, ms(201), ms(21_201));
+    assert_eq!(m.state.phase, Phase::Open);
+}
+
+#[test]
+fn without_deadlines_a_slow_call_keeps_its_verdict() {
+    let mut m = Model::new(one_failure_trips());
+    m.call(Verdict::Success, secs(3_600), secs(3_600));
+    assert_eq!(m.state.phase, Phase::Closed);
+}

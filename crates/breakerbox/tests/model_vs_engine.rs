@@ -51,7 +51,13 @@ struct CaseConfig {
     min_calls: u32,
     /// Start in shadow mode (rule 20).
     shadow: bool,
+    /// Rule 22: 0 no deadline, 1 a call timeout, 2 a call and a shorter probe timeout,
+    /// 3 a probe timeout alone.
+    deadlines: u8,
 }
+
+const CALL_TIMEOUT: Nanos = Nanos(200 * MS);
+const PROBE_TIMEOUT: Nanos = Nanos(150 * MS);
 
 #[derive(Copy, Clone, Debug)]
 enum Family {
@@ -75,6 +81,14 @@ impl CaseConfig {
             .max_probes(self.max_probes)
             .required_successes(self.required_successes)
             .shadow(self.shadow);
+        let base = match self.deadlines {
+            1 => base.call_timeout(CALL_TIMEOUT.as_duration()),
+            2 => base
+                .call_timeout(CALL_TIMEOUT.as_duration())
+                .probe_timeout(PROBE_TIMEOUT.as_duration()),
+            3 => base.probe_timeout(PROBE_TIMEOUT.as_duration()),
+            _ => base,
+        };
         match self.family {
             Family::Consecutive => base.consecutive_failures(self.n),
             Family::CountRateAndSlow => base
@@ -112,15 +126,19 @@ fn case_config() -> impl Strategy<Value = CaseConfig> {
         1..=6u32,
         1..=6u32,
         prop::bool::weighted(0.25),
+        prop_oneof![2 => Just(0u8), 1 => Just(1u8), 1 => Just(2u8), 1 => Just(3u8)],
     )
         .prop_map(
-            |(family, max_probes, required_successes, n, min_calls, shadow)| CaseConfig {
-                family,
-                max_probes,
-                required_successes,
-                n,
-                min_calls,
-                shadow,
+            |(family, max_probes, required_successes, n, min_calls, shadow, deadlines)| {
+                CaseConfig {
+                    family,
+                    max_probes,
+                    required_successes,
+                    n,
+                    min_calls,
+                    shadow,
+                    deadlines,
+                }
             },
         )
 }
@@ -168,6 +186,13 @@ fn latency() -> impl Strategy<Value = Latency> {
         1 => Just(Latency::Given(Nanos::ZERO)),
         1 => Just(Latency::Given(SLOW_THRESHOLD)),
         1 => Just(Latency::Given(Nanos(SLOW_THRESHOLD.0 + 1))),
+        1 => prop_oneof![
+            Just(CALL_TIMEOUT),
+            Just(Nanos(CALL_TIMEOUT.0 + 1)),
+            Just(PROBE_TIMEOUT),
+            Just(Nanos(PROBE_TIMEOUT.0 + 1)),
+        ]
+        .prop_map(Latency::Given),
         1 => (0..500 * MS).prop_map(|n| Latency::Given(Nanos(n))),
         1 => (0..500 * MS, 0..20_000 * MS).prop_map(|(l, h)| Latency::Hinted(Nanos(l), Nanos(h))),
     ]
@@ -635,6 +660,7 @@ fn fixed(family: Family, n: u32, min_calls: u32, ops: Vec<Op>) -> Case {
             n,
             min_calls,
             shadow: false,
+            deadlines: 0,
         },
         start: Nanos(5),
         ops: ops.into_iter().map(|op| (op, 0.0)).collect(),
@@ -647,6 +673,37 @@ fn record(verdict: Verdict) -> Op {
         verdict,
         latency: Latency::Given(Nanos::ZERO),
     }
+}
+
+#[test]
+fn engine_matches_the_model_on_late_calls_and_probes() {
+    let late = |latency: Nanos| Op::Record {
+        pick: 0,
+        verdict: Verdict::Success,
+        latency: Latency::Given(latency),
+    };
+    // A late success trips (consecutive failures: 1); a probe late by its own shorter
+    // deadline re-opens; one just in time closes.
+    let ops = vec![
+        Op::Acquire,
+        late(Nanos(CALL_TIMEOUT.0 + 1)),
+        Op::Advance(Nanos(1_000 * MS)),
+        Op::Acquire,
+        late(Nanos(PROBE_TIMEOUT.0 + 1)),
+        Op::Advance(Nanos(1_000 * MS)),
+        Op::Acquire,
+        late(PROBE_TIMEOUT),
+        Op::Acquire,
+        Op::Advance(Nanos(CALL_TIMEOUT.0 + 1)),
+        Op::Record {
+            pick: 0,
+            verdict: Verdict::Ignore,
+            latency: Latency::Measured,
+        },
+    ];
+    let mut case = fixed(Family::Consecutive, 1, 1, ops);
+    case.config.deadlines = 2;
+    run(&case).unwrap();
 }
 
 #[test]

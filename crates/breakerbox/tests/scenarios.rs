@@ -44,6 +44,7 @@ mod scenarios {
     mod check;
     mod closed;
     mod config_errors;
+    mod deadlines;
     pub(crate) mod engine;
     mod events;
     mod half_open;
@@ -58,6 +59,7 @@ mod scenarios {
     pub(crate) mod shared {
         pub(crate) mod backoff;
         pub(crate) mod closed;
+        pub(crate) mod deadlines;
         pub(crate) mod half_open;
         pub(crate) mod manual;
         pub(crate) mod shadow;

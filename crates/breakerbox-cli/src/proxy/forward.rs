@@ -188,6 +188,14 @@ impl Worker {
         // One exchange judges the call, as in tower and reqwest; the probe flag is the
         // permit's, taken now (the exchange may give a probe permit back early).
         let exchange = Exchange::new(UpstreamJudge::new(worker.clone(), slot), ticket.is_probe());
+        // Rule 22: the upstream's own time to the head is bounded by the permit's deadline
+        // (`probe_timeout` for a probe, `call_timeout` otherwise) when it is shorter than
+        // `request_timeout`; time spent waiting on the client is not counted (issue 9).
+        let timeout = ticket
+            .deadline()
+            .map_or(proxy.limits.request_timeout, |deadline| {
+                deadline.min(proxy.limits.request_timeout)
+            });
         // The exchange may give a probe permit back early (its client stalls): then
         // nothing is judged.
         let mut ticket = Some(ticket);
@@ -199,7 +207,7 @@ impl Worker {
             &upstream.config.authority,
             outgoing,
             upload.as_deref(),
-            proxy.limits.request_timeout,
+            timeout,
             &mut ticket,
         ))
         .await;
@@ -214,8 +222,7 @@ impl Worker {
             }
             Err(Failed::Timeout) => {
                 let mut exchange = exchange;
-                let latency = proxy.limits.request_timeout;
-                let j = exchange.on_transport_error(TransportError::Timeout, latency);
+                let j = exchange.on_transport_error(TransportError::Timeout, timeout);
                 if let Some(ticket) = ticket {
                     ticket
                         .record_with_retry_hint(j.verdict, exchange.latency(), j.retry_after)

@@ -3,7 +3,8 @@
 //! Each event is one call attempt at its timestamp: the breaker is asked for a permit; a
 //! rejected call is counted; an admitted call is judged by the HTTP judge and its verdict
 //! is recorded when the call ends (timestamp + latency), so a probe that is still in flight
-//! keeps its half-open slot. Outcomes due at or before an attempt are applied first.
+//! keeps its half-open slot. Outcomes due at or before an attempt are applied first. A call
+//! longer than its permit's deadline (rule 22) ends at the deadline as a timeout failure.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -153,7 +154,9 @@ impl Replayer {
         match step.decision {
             Decision::Admitted { generation, kind } => {
                 let probe = kind == PermitKind::Probe;
-                let judgement = self.judge(status, latency, error_code, probe);
+                // Rule 22: a call longer than its deadline was cancelled at the deadline
+                // (as the adapters do): judged a timeout, its outcome recorded then.
+                let (judgement, latency) = self.judge_within(kind, status, latency, error_code);
                 self.stats.admitted += 1;
                 if probe {
                     self.stats.probes += 1;
@@ -200,7 +203,8 @@ impl Replayer {
             }
             _ => {
                 self.stats.rejected += 1;
-                let judgement = self.judge(status, latency, error_code, false);
+                let (judgement, _) =
+                    self.judge_within(PermitKind::Normal, status, latency, error_code);
                 let failed = judgement.verdict == Verdict::Failure;
                 if failed {
                     self.stats.rejected_would_fail += 1;
@@ -247,6 +251,29 @@ impl Replayer {
 
     fn sample(&self) -> f64 {
         self.jitter.as_ref().map_or(0.0, JitterSource::sample)
+    }
+
+    /// Judges a call made with a permit of `kind` under rule 22: one that took longer than
+    /// the permit's deadline is a transport timeout after the deadline (the call would have
+    /// been cancelled then), whatever the trace says it answered; any other is judged as
+    /// recorded. Returns the judgement and the latency the call ends after.
+    fn judge_within(
+        &self,
+        kind: PermitKind,
+        status: u16,
+        latency: Nanos,
+        code: Option<&str>,
+    ) -> (Judgement, Nanos) {
+        let probe = kind == PermitKind::Probe;
+        match self.config.deadline(kind).map(Nanos::from_duration) {
+            Some(deadline) if latency > deadline => {
+                let mut exchange = self.judge.exchange(probe);
+                let judgement =
+                    exchange.on_transport_error(TransportError::Timeout, deadline.as_duration());
+                (judgement, deadline)
+            }
+            _ => (self.judge(status, latency, code, probe), latency),
+        }
     }
 
     /// Judges one recorded exchange through the same sans-IO exchange judge as the proxy,

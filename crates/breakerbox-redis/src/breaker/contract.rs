@@ -127,6 +127,10 @@ impl<C: Clock + Clone> BreakerPermit for RedisPermit<C> {
         RedisPermit::kind(self)
     }
 
+    fn deadline(&self) -> Option<Duration> {
+        RedisPermit::deadline(self)
+    }
+
     fn record(self, verdict: Verdict) -> Recorded {
         RedisPermit::record(self, verdict)
     }

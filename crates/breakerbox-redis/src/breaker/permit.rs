@@ -88,6 +88,13 @@ impl<C: Clock + Clone> RedisPermit<C> {
         self.kind == PermitKind::Probe
     }
 
+    /// Rule 22: how long this call may take before it is a failure with reason
+    /// `timeout`: the core's [`Config::deadline`](breakerbox::Config::deadline) of its
+    /// kind, as for the in-memory engine.
+    pub fn deadline(&self) -> Option<Duration> {
+        self.inner.config.deadline(self.kind)
+    }
+
     /// Whether the permit came from the fallback policy during a Redis outage.
     pub fn is_fallback(&self) -> bool {
         matches!(self.route, Route::Local(_))
@@ -140,6 +147,12 @@ impl<C: Clock + Clone> RedisPermit<C> {
         retry_hint: Option<Duration>,
     ) -> Recorded {
         self.done = true;
+        // Rule 22, judged here, in nanoseconds as in the model, before the outcome joins a
+        // batch (so a late success is a failure there too) or goes to the fallback.
+        let verdict =
+            self.inner
+                .config
+                .past_deadline(self.kind, verdict, Nanos::from_duration(latency));
         #[cfg(feature = "metrics")]
         self.inner.counters.record(self.kind, verdict);
         let outcome = OutcomeArg {

@@ -56,6 +56,13 @@ macro_rules! with_shared_scenarios {
                 a_dropped_permit_after_disable_expiry_closes_the_breaker,
                 reset_always_starts_a_fresh_closed_generation,
             ]
+            deadlines: [
+                a_success_later_than_the_call_timeout_is_a_failure,
+                a_call_within_the_call_timeout_keeps_its_verdict,
+                a_late_synchronous_call_is_judged_a_timeout_failure,
+                a_probe_later_than_the_probe_timeout_reopens,
+                probes_use_the_call_timeout_without_a_probe_timeout,
+            ]
             shadow: [
                 shadow_trips_as_usual_but_admits_and_counts_would_be_rejections,
                 shadow_keeps_the_half_open_probe_limit_and_its_transitions,

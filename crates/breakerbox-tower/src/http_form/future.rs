@@ -17,6 +17,7 @@ use pin_project_lite::pin_project;
 use super::body::{to_bytes, ReplayBody};
 use super::Http;
 use crate::admission::Admission;
+use crate::deadline::Deadline;
 use crate::error::{BoxError, Completed, Refusal};
 use crate::gate::Admitted;
 
@@ -24,6 +25,8 @@ use crate::gate::Admitted;
 struct Ticket<C: Breaker> {
     admission: Admission<C>,
     exchange: Exchange<Arc<HttpJudge>>,
+    /// Rule 22: the call's deadline, over the head and the body read for judging.
+    deadline: Deadline,
 }
 
 impl<C: Breaker> Ticket<C> {
@@ -49,7 +52,10 @@ pin_project! {
     /// The future of a [`CircuitBreakerService`](crate::CircuitBreakerService) call in the
     /// HTTP form: a refusal, ready at once, or the inner service's future carrying the
     /// call's permit, then (only when body rules apply) the reading of the body up to the
-    /// judge's cap. Dropping it before it completes releases the permit.
+    /// judge's cap. Dropping it before it completes releases the permit. With the `tokio`
+    /// feature, the call is cancelled at its permit's deadline (rule 22) and judged as a
+    /// transport timeout; the caller gets a boxed
+    /// [`DeadlineElapsed`](breakerbox::DeadlineElapsed).
     pub struct HttpResponseFuture<F, B, C: Breaker> {
         #[pin]
         state: State<F, B, C>,
@@ -77,6 +83,7 @@ impl<F, B, C: Breaker> Admitted<F, C, Http> for HttpResponseFuture<F, B, C> {
                 future,
                 ticket: Some(Ticket {
                     exchange: http.into_exchange(admission.is_probe()),
+                    deadline: Deadline::start(&admission),
                     admission,
                 }),
             },
@@ -107,7 +114,23 @@ where
                 StateProj::Refused { refusal } => return Poll::Ready(Err(refusal.boxed())),
                 StateProj::Done => return Poll::Ready(Err(Box::new(Completed))),
                 StateProj::Calling { future, ticket } => {
-                    let result = ready!(future.poll(cx));
+                    let Poll::Ready(result) = future.poll(cx) else {
+                        let Some(current) = ticket.as_mut() else {
+                            return Poll::Pending;
+                        };
+                        let elapsed = ready!(current.deadline.poll_elapsed(cx));
+                        // Rule 22: no head by the deadline: the call is dropped (with the
+                        // state) and judged as a transport timeout.
+                        if let Some(mut ticket) = ticket.take() {
+                            let latency = ticket.admission.latency();
+                            let judgement = ticket
+                                .exchange
+                                .on_transport_error(TransportError::Timeout, latency);
+                            ticket.record(&judgement);
+                        }
+                        state.set(State::Done);
+                        return Poll::Ready(Err(Box::new(elapsed)));
+                    };
                     let Some(mut ticket) = ticket.take() else {
                         state.set(State::Done);
                         continue;
@@ -162,7 +185,22 @@ where
                         state.set(State::Done);
                         continue;
                     };
-                    let outcome = ready!(read_up_to_cap(current, cx));
+                    let outcome = match read_up_to_cap(current, cx) {
+                        Poll::Ready(outcome) => outcome,
+                        Poll::Pending => {
+                            let elapsed = ready!(current.ticket.deadline.poll_elapsed(cx));
+                            // Rule 22: the body read for judging hung past the deadline.
+                            if let Some(mut reading) = reading.take() {
+                                let judgement = reading
+                                    .ticket
+                                    .exchange
+                                    .on_body_error(TransportError::Timeout);
+                                reading.ticket.record(&judgement);
+                            }
+                            state.set(State::Done);
+                            return Poll::Ready(Err(Box::new(elapsed)));
+                        }
+                    };
                     let Some(Reading {
                         mut parts,
                         body,

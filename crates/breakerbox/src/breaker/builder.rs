@@ -109,6 +109,10 @@ impl<C: Clock> Builder<C> {
         half_open_timeout(timeout: Duration);
         /// See [`ConfigBuilder::shadow`] (rule 20).
         shadow(on: bool);
+        /// See [`ConfigBuilder::call_timeout`] (rule 22).
+        call_timeout(timeout: Duration);
+        /// See [`ConfigBuilder::probe_timeout`] (rule 22).
+        probe_timeout(timeout: Duration);
     }
 
     /// Starts from a ready config (later setters still apply on top of it).

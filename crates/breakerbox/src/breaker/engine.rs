@@ -50,6 +50,11 @@ pub(crate) struct Engine<C> {
     pub(super) shadow_rejections: AtomicU64,
     pub(super) cold: Mutex<Cold>,
     pub(crate) config: Config,
+    /// `config.measures_latency()`, read once: whether permits read the clock (a slow-call
+    /// rule or a deadline), one load on the hot path.
+    pub(crate) timed: bool,
+    /// `config.has_deadline()`, read once (rule 22).
+    deadlines: bool,
     pub(crate) clock: C,
     pub(crate) name: std::sync::Arc<str>,
     pub(super) listeners: Listeners,
@@ -97,6 +102,8 @@ impl<C: Clock> Engine<C> {
             shadow: AtomicBool::new(config.shadow),
             shadow_rejections: AtomicU64::new(0),
             cold: Mutex::new(Cold { trips: 0 }),
+            timed: config.measures_latency(),
+            deadlines: config.has_deadline(),
             config,
             clock,
             name,
@@ -331,6 +338,12 @@ impl<C: Clock> Engine<C> {
         latency: Nanos,
         retry_hint: Option<Nanos>,
     ) {
+        // Rule 22: one branch on an `Option` when no deadline is configured.
+        let verdict = if self.deadlines {
+            self.config.past_deadline(kind, verdict, latency)
+        } else {
+            verdict
+        };
         #[cfg(feature = "metrics")]
         self.counters.record(kind, verdict);
         match kind {

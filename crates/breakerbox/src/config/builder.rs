@@ -37,6 +37,8 @@ pub struct ConfigBuilder {
     required_successes: Option<u32>,
     half_open_timeout: Option<Duration>,
     shadow: bool,
+    call_timeout: Option<Duration>,
+    probe_timeout: Option<Duration>,
 }
 
 /// Defaults, public so every engine and document agrees on them.
@@ -149,6 +151,24 @@ impl ConfigBuilder {
         self
     }
 
+    /// Rule 22: a call that takes longer than `timeout` (strictly) is a failure with
+    /// reason `timeout`, whatever its verdict. The async adapters (the tower layer, the
+    /// reqwest middleware, the proxy) cancel the call at this deadline; a synchronous
+    /// `call` cannot, and judges its late result as a timeout failure. Probes use it too
+    /// unless [`ConfigBuilder::probe_timeout`] is set.
+    pub fn call_timeout(mut self, timeout: Duration) -> Self {
+        self.call_timeout = Some(timeout);
+        self
+    }
+
+    /// Rule 22: the deadline of a half-open probe, shorter than the call timeout (a hung
+    /// probe holds one of the few probe slots): at most `call_timeout` and below
+    /// `half_open_timeout`.
+    pub fn probe_timeout(mut self, timeout: Duration) -> Self {
+        self.probe_timeout = Some(timeout);
+        self
+    }
+
     /// Validates and builds the config.
     pub fn build(self) -> Result<Config, ConfigError> {
         let failure_rate = self
@@ -218,6 +238,8 @@ impl ConfigBuilder {
                 .half_open_timeout
                 .unwrap_or(defaults::HALF_OPEN_TIMEOUT),
             shadow: self.shadow,
+            call_timeout: self.call_timeout,
+            probe_timeout: self.probe_timeout,
         };
         validate(&config)?;
         Ok(config)
@@ -285,6 +307,44 @@ pub(crate) fn validate(c: &Config) -> Result<(), ConfigError> {
             "half_open_timeout",
             "0s",
             "a duration above zero",
+        ));
+    }
+    validate_deadlines(c)
+}
+
+/// Rule 22: deadlines are above zero; a probe's is at most the call's and ends before the
+/// half-open deadline (a longer one would never be reached: the phase ends first).
+fn validate_deadlines(c: &Config) -> Result<(), ConfigError> {
+    let shown = |d: Duration| format!("{:#}", HumanDuration(d));
+    if c.call_timeout == Some(Duration::ZERO) {
+        return Err(ConfigError::new(
+            "call_timeout",
+            "0s",
+            "a duration above zero",
+        ));
+    }
+    let Some(probe) = c.probe_timeout else {
+        return Ok(());
+    };
+    if probe.is_zero() {
+        return Err(ConfigError::new(
+            "probe_timeout",
+            "0s",
+            "a duration above zero",
+        ));
+    }
+    if c.call_timeout.is_some_and(|call| probe > call) {
+        return Err(ConfigError::new(
+            "probe_timeout",
+            shown(probe),
+            "at most the call_timeout",
+        ));
+    }
+    if probe >= c.half_open_timeout {
+        return Err(ConfigError::new(
+            "probe_timeout",
+            shown(probe),
+            "below the half_open_timeout",
         ));
     }
     Ok(())
@@ -357,6 +417,8 @@ impl From<Config> for ConfigBuilder {
             required_successes: Some(c.required_successes),
             half_open_timeout: Some(c.half_open_timeout),
             shadow: c.shadow,
+            call_timeout: c.call_timeout,
+            probe_timeout: c.probe_timeout,
         }
     }
 }

@@ -30,6 +30,8 @@ use crate::ConfigError;
 /// required_successes = 2            # probe successes that close
 /// half_open_timeout = "30s"         # half-open not confirmed by then re-opens
 /// shadow = false                    # true: admit every call, count would-be rejections
+/// call_timeout = "2s"               # a call slower than this is a timeout failure
+/// probe_timeout = "500ms"           # ... and a half-open probe slower than this
 /// ```
 ///
 /// A missing key takes the builder's default ([`defaults`](super::defaults)). Durations
@@ -128,6 +130,21 @@ pub struct ConfigFile {
     /// Start in shadow mode (rule 20): admit every call, count would-be rejections.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shadow: Option<bool>,
+    /// Rule 22: a call slower than this (strictly) is a failure with reason `timeout`.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "keys::call_timeout"
+    )]
+    pub call_timeout: Option<Duration>,
+    /// Rule 22: a half-open probe's deadline (at most `call_timeout`, below
+    /// `half_open_timeout`); probes use `call_timeout` without it.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "keys::probe_timeout"
+    )]
+    pub probe_timeout: Option<Duration>,
 }
 
 impl ConfigFile {
@@ -185,6 +202,12 @@ impl ConfigFile {
         if let Some(on) = self.shadow {
             b = b.shadow(on);
         }
+        if let Some(t) = self.call_timeout {
+            b = b.call_timeout(t);
+        }
+        if let Some(t) = self.probe_timeout {
+            b = b.probe_timeout(t);
+        }
         b.build()
     }
 }
@@ -210,6 +233,8 @@ impl From<&Config> for ConfigFile {
             required_successes: Some(c.required_successes),
             half_open_timeout: Some(c.half_open_timeout),
             shadow: c.shadow.then_some(true),
+            call_timeout: c.call_timeout,
+            probe_timeout: c.probe_timeout,
         }
     }
 }

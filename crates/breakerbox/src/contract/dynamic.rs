@@ -288,6 +288,7 @@ impl Breaker for DynBreaker {
 trait ErasedPermit: Send + fmt::Debug + 'static {
     fn generation(&self) -> u64;
     fn kind(&self) -> PermitKind;
+    fn deadline(&self) -> Option<Duration>;
     fn record(self: Box<Self>, verdict: Verdict) -> DynRecorded;
     fn record_with_retry_hint(
         self: Box<Self>,
@@ -304,6 +305,10 @@ impl<P: BreakerPermit + 'static> ErasedPermit for P {
 
     fn kind(&self) -> PermitKind {
         BreakerPermit::kind(self)
+    }
+
+    fn deadline(&self) -> Option<Duration> {
+        BreakerPermit::deadline(self)
     }
 
     fn record(self: Box<Self>, verdict: Verdict) -> DynRecorded {
@@ -345,6 +350,10 @@ impl BreakerPermit for DynPermit {
 
     fn kind(&self) -> PermitKind {
         self.inner.kind()
+    }
+
+    fn deadline(&self) -> Option<Duration> {
+        self.inner.deadline()
     }
 
     fn record(self, verdict: Verdict) -> DynRecorded {

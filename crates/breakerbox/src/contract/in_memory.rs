@@ -131,6 +131,10 @@ macro_rules! contract_permit {
                 <$ty>::kind(self)
             }
 
+            fn deadline(&self) -> Option<Duration> {
+                <$ty>::deadline(self)
+            }
+
             #[inline]
             fn record(self, verdict: Verdict) -> RecordedNow {
                 <$ty>::record(self, verdict);

@@ -53,6 +53,20 @@ fn config_errors_name_field_and_value() {
             "half_open_timeout",
             "0s",
         ),
+        (b().call_timeout(Duration::ZERO), "call_timeout", "0s"),
+        (b().probe_timeout(Duration::ZERO), "probe_timeout", "0s"),
+        (
+            b().call_timeout(Duration::from_secs(1))
+                .probe_timeout(Duration::from_secs(2)),
+            "probe_timeout",
+            "2s",
+        ),
+        (
+            b().half_open_timeout(Duration::from_secs(5))
+                .probe_timeout(Duration::from_secs(5)),
+            "probe_timeout",
+            "5s",
+        ),
         (
             b().backoff(0.5, Duration::from_secs(60)),
             "backoff_multiplier",
