@@ -14,7 +14,7 @@ mod rate;
 pub mod serde_duration;
 mod window;
 
-pub use builder::{defaults, ConfigBuilder, MAX_COUNT_WINDOW, MAX_PROBES};
+pub use builder::{defaults, ConfigBuilder, MAX_COUNT_WINDOW, MAX_PROBES, MAX_QUORUM};
 pub use duration::{parse_duration, HumanDuration};
 #[cfg(feature = "serde")]
 pub use file::ConfigFile;
@@ -88,6 +88,10 @@ pub struct Config {
     /// rejection. Switch it at runtime with `set_shadow` (a shared engine's stored switch,
     /// once set, wins over this initial value).
     pub shadow: bool,
+    /// Rule 21 (shared breakers): a failure-driven trip in closed needs failures from at
+    /// least this many distinct nodes within the window; with fewer, the reporting node
+    /// opens only its own view (a local open). `1`: no quorum (every engine's default).
+    pub quorum: u32,
 }
 
 impl Config {
@@ -154,6 +158,11 @@ impl Config {
     /// Whether outcomes need a latency (a slow-call rule is configured).
     pub fn measures_latency(&self) -> bool {
         self.slow_call_threshold.is_some()
+    }
+
+    /// Whether rule 21's quorum is on (`quorum > 1`).
+    pub fn has_quorum(&self) -> bool {
+        self.quorum > 1
     }
 
     /// Whether `latency` is slow under this config.

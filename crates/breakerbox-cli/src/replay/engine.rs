@@ -237,6 +237,7 @@ impl Replayer {
                 latency: p.latency,
                 retry_hint: None,
                 age: Nanos::ZERO,
+                node: 0,
             },
             p.at,
             &self.config,

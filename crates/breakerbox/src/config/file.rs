@@ -30,6 +30,7 @@ use crate::ConfigError;
 /// required_successes = 2            # probe successes that close
 /// half_open_timeout = "30s"         # half-open not confirmed by then re-opens
 /// shadow = false                    # true: admit every call, count would-be rejections
+/// quorum = 1                        # shared breakers: nodes whose failures a trip needs
 /// ```
 ///
 /// A missing key takes the builder's default ([`defaults`](super::defaults)). Durations
@@ -128,6 +129,10 @@ pub struct ConfigFile {
     /// Start in shadow mode (rule 20): admit every call, count would-be rejections.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shadow: Option<bool>,
+    /// Rule 21 (shared breakers): distinct nodes whose failures a failure-driven trip
+    /// needs (1..=64; 1 = no quorum).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quorum: Option<u32>,
 }
 
 impl ConfigFile {
@@ -185,6 +190,9 @@ impl ConfigFile {
         if let Some(on) = self.shadow {
             b = b.shadow(on);
         }
+        if let Some(k) = self.quorum {
+            b = b.quorum(k);
+        }
         b.build()
     }
 }
@@ -210,6 +218,7 @@ impl From<&Config> for ConfigFile {
             required_successes: Some(c.required_successes),
             half_open_timeout: Some(c.half_open_timeout),
             shadow: c.shadow.then_some(true),
+            quorum: c.has_quorum().then_some(c.quorum),
         }
     }
 }
