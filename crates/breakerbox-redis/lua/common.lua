@@ -75,9 +75,10 @@ local function now_us()
 end
 
 -- cf, wk, wsize, wwidth, wbuckets, fppm, sppm, minc, slow, rec, mult, maxo, jit, maxp, reqs, hot,
--- lease, shadow. cf/fppm/sppm 0 = rule absent; slow -1 = no threshold; wk is n (none), c
--- (count) or t (time); lease is a probe slot's lease in microseconds; shadow 1 = the
--- config starts in shadow mode (rule 20; the stored switch, once set, wins).
+-- lease, shadow, quorum. cf/fppm/sppm 0 = rule absent; slow -1 = no threshold; wk is n
+-- (none), c (count) or t (time); lease is a probe slot's lease in microseconds; shadow 1 =
+-- the config starts in shadow mode (rule 20; the stored switch, once set, wins); quorum
+-- is rule 21's K (1: none).
 local function parse_config(s)
   local f = {}
   for part in string.gmatch(s, '([^,]+)') do f[#f + 1] = part end
@@ -89,6 +90,7 @@ local function parse_config(s)
     maxp = tonumber(f[14]), reqs = tonumber(f[15]), hot = tonumber(f[16]),
     lease = tonumber(f[17]) or 2000000,
     shadow = f[18] == '1',
+    quorum = math.max(1, tonumber(f[19]) or 1),
   }
   c.wsig = c.wk .. ':' .. f[3] .. ':' .. f[4] .. ':' .. f[5]
   return c
@@ -266,6 +268,15 @@ local ring_dirty = false
 local buckets = nil   -- time window: slot -> {index, calls, fails, slow}
 local buckets_dirty = {}
 local corrupt = nil
+-- Rule 21 (C.quorum > 1): the closed phase's recently failing nodes, field `quorum`:
+-- "we:calls:from,node:seq:at,..." (the window epoch it belongs to, the non-ignored
+-- outcomes of the phase, the sequence of the streak's first failure; then at most
+-- C.quorum nodes, oldest first, each with its latest failure's sequence and time). Read
+-- once when first needed; a value of another window epoch is an empty record.
+local Q = nil
+local q_dirty = false
+-- The local open this call tells its node to enter, if any: { d = us, reason = name }.
+local local_open = nil
 
 local function load_ring(S)
   if ring ~= nil then return end
@@ -305,6 +316,78 @@ local function window_reset(S)
   S.we = S.we + 1
   ring, ring_dirty = {}, true
   buckets, buckets_dirty = nil, {}
+  if C.quorum > 1 then
+    Q, q_dirty = { calls = 0, from = 0, nodes = {} }, true
+  end
+end
+
+local function load_quorum(S)
+  if Q ~= nil then return end
+  Q = { calls = 0, from = 0, nodes = {} }
+  local raw = redis.call('HGET', KEY, 'quorum')
+  if type(raw) ~= 'string' then return end
+  local bad = 'field quorum is ' .. string.sub(raw, 1, 64)
+  if string.len(raw) > 8192 then corrupt = bad return end
+  local we, calls, from = nil, nil, nil
+  local nodes = {}
+  for part in string.gmatch(raw, '([^,]*)') do
+    if part ~= '' then
+      local a, b, c = string.match(part, '^(%d+):(%d+):(%d+)$')
+      if a == nil or string.len(a) > 20 or string.len(b) > 15 or string.len(c) > 16 then
+        corrupt = bad
+        return
+      end
+      if we == nil then
+        we, calls, from = a, b, c
+      else
+        nodes[#nodes + 1] = { node = a, seq = tonumber(b), at = tonumber(c) }
+      end
+    end
+  end
+  if we == nil then corrupt = bad return end
+  if tonumber(we) ~= S.we then return end
+  -- A quorum lowered since keeps the most recent nodes.
+  while #nodes > C.quorum do table.remove(nodes, 1) end
+  Q.calls, Q.from, Q.nodes = tonumber(calls), tonumber(from), nodes
+end
+
+-- model::QuorumTrack::record: every non-ignored outcome takes the next sequence; a
+-- failure makes `node` the most recent failing node.
+local function quorum_record(S, node, failed, began, now)
+  load_quorum(S)
+  Q.calls = Q.calls + 1
+  q_dirty = true
+  if not failed then return end
+  if began then Q.from = Q.calls end
+  local kept = {}
+  for _, f in ipairs(Q.nodes) do
+    if f.node ~= node then kept[#kept + 1] = f end
+  end
+  kept[#kept + 1] = { node = node, seq = Q.calls, at = now }
+  while #kept > C.quorum do table.remove(kept, 1) end
+  Q.nodes = kept
+end
+
+-- model::QuorumTrack::met: whether the rule that fired has C.quorum nodes whose latest
+-- failure is within the streak (consecutive failures) or the window (failure rate).
+local function quorum_met(reason, now)
+  if reason == 'slow_call_rate' then return true end
+  local current = 0
+  if C.wk == 't' then current = idiv(now, C.wwidth) end
+  local n = 0
+  for _, f in ipairs(Q.nodes) do
+    local within = true
+    if reason == 'consecutive_failures' then
+      within = f.seq >= Q.from
+    elseif C.wk == 'c' then
+      within = f.seq + C.wsize > Q.calls
+    elseif C.wk == 't' then
+      local index = idiv(f.at, C.wwidth)
+      within = index <= current and current - index < C.wbuckets
+    end
+    if within then n = n + 1 end
+  end
+  return n >= C.quorum
 end
 
 local function window_record(S, failed, slow, now)
@@ -365,6 +448,18 @@ end
 -- Rules 3, 6 and 8 (model::evaluate_trip).
 local function reached(ppm, count, calls)
   return calls > 0 and count * 1000000 >= ppm * calls
+end
+
+-- model::fired_rules: every rule that says trip, in evaluate_trip's order.
+local function fired_rules(S, now)
+  local out = {}
+  if C.cf > 0 and S.streak >= C.cf then out[#out + 1] = 'consecutive_failures' end
+  if C.wk == 'n' then return out end
+  local calls, fails, slow = window_counts(S, now)
+  if calls < C.minc then return out end
+  if C.fppm > 0 and reached(C.fppm, fails, calls) then out[#out + 1] = 'failure_rate' end
+  if C.sppm > 0 and reached(C.sppm, slow, calls) then out[#out + 1] = 'slow_call_rate' end
+  return out
 end
 
 local function evaluate_trip(S, now)
@@ -509,16 +604,35 @@ local function streak_after(S, failed, completed, now)
   end
 end
 
--- `age`: how long before `now` the call completed (us).
-local function outcome(S, gen, kind, verdict, latency, now, hint, tok, age)
+-- `age`: how long before `now` the call completed (us); `node`: who reported it (rule 21).
+local function outcome(S, gen, kind, verdict, latency, now, hint, tok, age, node)
   if gen ~= S.gen then return 'stale' end
   if S.phase == HALF and kind == PROBE and not take_lease(S, tok) then return 'stale' end
   if S.phase == CLOSED and kind == NORMAL then
     if verdict == IGNORE then return 'recorded' end
     local failed = verdict == FAILURE
     local slow = is_slow(latency)
+    local began = failed and S.streak == 0
     streak_after(S, failed, math.max(0, now - (age or 0)), now)
     window_record(S, failed, slow, now)
+    if C.quorum > 1 then
+      -- Rule 21: the first rule that fired with its quorum trips; one without tells the
+      -- node to open locally (the longest such open phase of the call is answered).
+      quorum_record(S, node, failed, began, now)
+      local first = nil
+      for _, reason in ipairs(fired_rules(S, now)) do
+        if quorum_met(reason, now) then
+          reopen(S, now, reason, hint)
+          return 'recorded'
+        end
+        first = first or reason
+      end
+      if first then
+        local d = open_duration_hinted(S.trips + 1, 0, hint)
+        if local_open == nil or d > local_open.d then local_open = { d = d, reason = first } end
+      end
+      return 'recorded'
+    end
     local reason = evaluate_trip(S, now)
     if reason then reopen(S, now, reason, hint) end
     return 'recorded'
@@ -590,6 +704,14 @@ local function save(S, now)
     args[#args + 1] = 'ring'
     args[#args + 1] = table.concat(digits)
   end
+  if q_dirty and Q ~= nil then
+    local parts = { fmt(S.we) .. ':' .. fmt(Q.calls) .. ':' .. fmt(Q.from) }
+    for _, f in ipairs(Q.nodes) do
+      parts[#parts + 1] = f.node .. ':' .. fmt(f.seq) .. ':' .. fmt(f.at)
+    end
+    args[#args + 1] = 'quorum'
+    args[#args + 1] = table.concat(parts, ',')
+  end
   for i, _ in pairs(buckets_dirty) do
     local b = buckets[i]
     args[#args + 1] = 'b' .. i
@@ -641,6 +763,7 @@ end
 local function repair(reason, now)
   redis.call('DEL', KEY)
   ring, ring_dirty, buckets, buckets_dirty, transitions = nil, false, nil, {}, {}
+  Q, q_dirty, local_open = nil, false, nil
   local S = fresh()
   S.gen = now
   S.since = now

@@ -2,7 +2,7 @@
 
 use breakerbox::config::WindowKind;
 use breakerbox::model::{Decision, Transition};
-use breakerbox::model::{PermitKind, TransitionReason, WindowCounts};
+use breakerbox::model::{PermitKind, TransitionReason, TripReason, WindowCounts};
 use breakerbox::{Config, Nanos, Phase};
 use redis::Value;
 
@@ -35,7 +35,7 @@ pub(crate) fn encode_config(config: &Config, probe_lease: std::time::Duration) -
         .slow_call_threshold
         .map_or(-1, |t| i128::from(micros(t)) as i64);
     format!(
-        "{},{},{},{},{},{},{},{},{},{},{:?},{},{:?},{},{},{},{},{}",
+        "{},{},{},{},{},{},{},{},{},{},{:?},{},{:?},{},{},{},{},{},{}",
         config.consecutive_failures.unwrap_or(0),
         wk,
         wsize,
@@ -54,6 +54,7 @@ pub(crate) fn encode_config(config: &Config, probe_lease: std::time::Duration) -
         micros(config.half_open_timeout),
         micros(probe_lease).max(1),
         u8::from(config.shadow),
+        config.quorum.max(1),
     )
 }
 
@@ -132,6 +133,9 @@ pub struct Reply {
     /// Rule 20: for an acquire admitted in shadow mode, the rejection it replaced
     /// (phase, retry-after); the decision is then a passthrough admission.
     pub shadowed: Option<(Phase, Option<Nanos>)>,
+    /// Rule 21: for a batch, the local open phase the reporting node should enter (the
+    /// rule that fired without its quorum, and how long), the longest of the batch's.
+    pub local_open: Option<(TripReason, Nanos)>,
 }
 
 /// Why a reply could not be understood, or a corrupt value the script found.
@@ -271,6 +275,7 @@ pub(crate) fn parse_reply(value: &Value) -> Result<Reply, ParseError> {
         })
     };
     let mut shadowed = None;
+    let mut local_open = None;
     let decision = match head.as_str() {
         "shadow" => {
             shadowed = Some((phase(v, 2)?, retry_after(3)?));
@@ -297,6 +302,13 @@ pub(crate) fn parse_reply(value: &Value) -> Result<Reply, ParseError> {
         "batch" => {
             // Per entry: how many outcomes it stands for, and how many were recorded.
             let n = usize::try_from(uint(v, 1)?).unwrap_or(usize::MAX);
+            if let Some(us) = retry_after(2)? {
+                let name = text(v, 3)?;
+                let Some(TransitionReason::Tripped(reason)) = reason_from_str(&name) else {
+                    return Err(ParseError::Protocol(format!("local open reason {name}")));
+                };
+                local_open = Some((reason, us));
+            }
             let mut codes = Vec::with_capacity(n.min(v.len()));
             for i in 0..n {
                 let count = uint(v, at + 2 * i)?;
@@ -325,5 +337,6 @@ pub(crate) fn parse_reply(value: &Value) -> Result<Reply, ParseError> {
         now_us,
         transitions,
         shadowed,
+        local_open,
     })
 }

@@ -8,6 +8,10 @@
 //! probe at the first operation at or after its deadline, and a probe outcome or release
 //! in the half-open phase of its generation without a live lease is stale.
 //!
+//! Batches come from three nodes (three stores with their own node ids over one key), so
+//! rule 21's quorum, in the configs that have one, is held to the model with several node
+//! ids, local opens included.
+//!
 //! `BB_DIFF_CASES` sets the number of cases (default 600, whatever `PROPTEST_CASES` says),
 //! `BB_DIFF_SEED` the seed (fixed by default, so CI runs the same cases).
 //!
@@ -22,7 +26,9 @@ use std::collections::BTreeSet;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use breakerbox::model::{Decision, ModelState, Operation, PermitKind, Transition};
+use breakerbox::model::{
+    Decision, ModelState, Operation, PermitKind, Transition, TransitionReason,
+};
 use breakerbox::{Config, Nanos, Phase, Verdict};
 use breakerbox_redis::{
     BatchItem, ManualOp, OutcomeArg, RedisStore, Reply, ReplyDecision, StoreOptions,
@@ -115,6 +121,10 @@ fn random_config(seed: u64) -> (Config, Duration) {
             ));
         // Rule 20: some configs start in shadow mode (operators switch it too, below).
         b = b.shadow(rng.chance(20));
+        // Rule 21: some configs need failures from two or three nodes to trip.
+        if rng.chance(35) {
+            b = b.quorum(rng.pick(&[2u32, 3]));
+        }
         let lease = Duration::from_micros(rng.pick(&[20_000u64, 150_000, 2_000_000]));
         if let Ok(config) = b.build() {
             return (config, lease);
@@ -134,9 +144,9 @@ enum Pick {
 #[derive(Clone, Debug)]
 enum Op {
     Acquire,
-    /// (permit, verdict code 0-2 or 3 for a release, latency index, hint index, age
-    /// index)
-    Batch(Vec<(Pick, u8, usize, usize, usize)>),
+    /// From node `.0` (an index into the harness's nodes): (permit, verdict code 0-2 or 3
+    /// for a release, latency index, hint index, age index)
+    Batch(usize, Vec<(Pick, u8, usize, usize, usize)>),
     Release(Pick),
     Cancel(Pick),
     ForceOpen(Option<u64>),
@@ -145,6 +155,9 @@ enum Op {
     /// Switch shadow mode (rule 20).
     Shadow(bool),
 }
+
+/// How many nodes send batches (rule 21); node `i` has the id `i + 1`.
+const NODES: usize = 3;
 
 const STEPS_US: [u64; 9] = [0, 1, 999, 1_000, 20_000, 65_536, 100_000, 300_000, 700_000];
 const LATENCY_US: [u64; 5] = [0, 4_999, 5_000, 5_001, 20_000];
@@ -164,7 +177,7 @@ fn op() -> impl Strategy<Value = Op> {
     let duration = proptest::option::of(prop_oneof![Just(50_000u64), Just(400_000u64)]);
     prop_oneof![
         40 => Just(Op::Acquire),
-        35 => proptest::collection::vec(
+        35 => (0..NODES, proptest::collection::vec(
             (
                 pick(),
                 prop_oneof![4 => 0u8..3, 1 => Just(3u8)],
@@ -173,8 +186,8 @@ fn op() -> impl Strategy<Value = Op> {
                 0..AGES_US.len(),
             ),
             1..5,
-        )
-        .prop_map(Op::Batch),
+        ))
+        .prop_map(|(node, items)| Op::Batch(node, items)),
         9 => pick().prop_map(Op::Release),
         3 => pick().prop_map(Op::Cancel),
         4 => duration.clone().prop_map(Op::ForceOpen),
@@ -214,6 +227,8 @@ struct Held {
 
 struct Harness<'a> {
     store: &'a RedisStore,
+    /// The stores of the nodes that send batches (the first is `store`).
+    nodes: &'a [RedisStore],
     config: Config,
     lease_us: u64,
     model: ModelState,
@@ -424,8 +439,10 @@ impl Harness<'_> {
                 }
                 reply
             }
-            Op::Batch(items) => {
+            Op::Batch(node, items) => {
                 self.apply_due(r, &mut expected);
+                let node = *node % self.nodes.len();
+                let mut local_open = None;
                 let mut codes = Vec::new();
                 let mut items_sent = Vec::new();
                 for &(pick, verdict, latency, hint, age) in items {
@@ -470,6 +487,7 @@ impl Harness<'_> {
                                     latency: ns(LATENCY_US[latency]),
                                     retry_hint: hint.map(ns),
                                     age: ns(age),
+                                    node: node as u64 + 1,
                                 },
                                 now,
                                 &self.config,
@@ -493,8 +511,26 @@ impl Harness<'_> {
                         }
                         if let Some(step) = step {
                             expected.extend(step.transition);
+                            if self.config.quorum > 1 {
+                                if let Some(t) = step.transition {
+                                    if matches!(t.reason, TransitionReason::Tripped(_)) {
+                                        self.seen.insert("quorum trip".into());
+                                    }
+                                }
+                            }
                         }
-                        step.is_some_and(|s| s.decision == Decision::Recorded)
+                        // Rule 21: the batch answers the longest local open it decided.
+                        if let Some(Decision::LocalOpen { reason, open_for }) =
+                            step.map(|s| s.decision)
+                        {
+                            self.seen.insert("local open".into());
+                            if local_open.is_none_or(|(_, d)| open_for > d) {
+                                local_open = Some((reason, open_for));
+                            }
+                        }
+                        step.is_some_and(|s| {
+                            matches!(s.decision, Decision::Recorded | Decision::LocalOpen { .. })
+                        })
                     };
                     if !counts {
                         self.seen.insert("probe without a lease".into());
@@ -518,8 +554,7 @@ impl Harness<'_> {
                 }) {
                     self.seen.insert("run of successes".into());
                 }
-                let reply = self
-                    .store
+                let reply = self.nodes[node]
                     .record_batch(&items_sent, Some(self.now_us), r)
                     .await
                     .unwrap()
@@ -530,6 +565,7 @@ impl Harness<'_> {
                     "{}: codes",
                     ctx
                 );
+                prop_assert_eq!(reply.local_open, local_open, "{}: local open", ctx);
                 reply
             }
             Op::Release(pick) | Op::Cancel(pick) => {
@@ -681,9 +717,18 @@ fn lua_scripts_and_pure_model_agree_on_generated_sequences() {
             probe_lease: lease,
             ..StoreOptions::default()
         };
-        let store = RedisStore::new(client.clone(), &name, &config, &options);
+        let nodes: Vec<RedisStore> = (0..NODES as u64)
+            .map(|i| {
+                let options = StoreOptions {
+                    node_id: i + 1,
+                    ..options.clone()
+                };
+                RedisStore::new(client.clone(), &name, &config, &options)
+            })
+            .collect();
         let mut harness = Harness {
-            store: &store,
+            store: &nodes[0],
+            nodes: &nodes,
             config: config.clone(),
             lease_us: lease.as_micros() as u64,
             model: ModelState::new(&config),
@@ -730,6 +775,8 @@ fn lua_scripts_and_pure_model_agree_on_generated_sequences() {
         "run of successes",
         "failure_rate",
         "slow_call_rate",
+        "local open",
+        "quorum trip",
         "cooldown_elapsed",
         "probe_failed",
         "half_open_timed_out",
