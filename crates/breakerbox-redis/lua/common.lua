@@ -627,7 +627,7 @@ local function outcome(S, gen, kind, verdict, latency, now, hint, tok, age, node
         end
         first = first or reason
       end
-      if first then
+      if first and failed then
         local d = open_duration_hinted(S.trips + 1, 0, hint)
         if local_open == nil or d > local_open.d then local_open = { d = d, reason = first } end
       end

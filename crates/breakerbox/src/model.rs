@@ -119,9 +119,9 @@ pub enum Decision {
     },
     /// The outcome or release was applied.
     Recorded,
-    /// Rule 21: the outcome was applied and a failure-driven rule fired, but without the
-    /// quorum of nodes: the shared phase stays closed and the reporting node should open
-    /// its own view for `open_for`.
+    /// Rule 21: the outcome, a failure, was applied and a failure-driven rule fired, but
+    /// without the quorum of nodes: the shared phase stays closed and the reporting node
+    /// should open its own view for `open_for`.
     LocalOpen {
         /// The first rule that fired.
         reason: TripReason,
@@ -370,7 +370,7 @@ impl ModelState {
                 if config.has_quorum() {
                     self.quorum
                         .record(node, failed, began_streak, now, config.quorum);
-                    return self.quorum_trip(counts, retry_hint, now, config, r);
+                    return self.quorum_trip(counts, (failed, retry_hint), now, config, r);
                 }
                 match evaluate_trip(config, self.consecutive_failures, counts) {
                     Some(reason) => Step {
@@ -427,11 +427,11 @@ impl ModelState {
     }
 
     /// Rule 21: the first rule that fired and has its quorum trips; a rule that fired
-    /// without one only tells the reporting node to open locally.
+    /// without one tells the reporting node to open locally if it reported a failure.
     fn quorum_trip(
         &mut self,
         counts: WindowCounts,
-        retry_hint: Option<Nanos>,
+        (failed, retry_hint): (bool, Option<Nanos>),
         now: Nanos,
         config: &Config,
         r: f64,
@@ -448,7 +448,7 @@ impl ModelState {
             local.get_or_insert(reason);
         }
         match local {
-            Some(reason) => recorded(Decision::LocalOpen {
+            Some(reason) if failed => recorded(Decision::LocalOpen {
                 reason,
                 open_for: config.open_duration_with_hint(
                     self.trips.saturating_add(1),
@@ -456,7 +456,7 @@ impl ModelState {
                     retry_hint,
                 ),
             }),
-            None => recorded(Decision::Recorded),
+            _ => recorded(Decision::Recorded),
         }
     }
 

@@ -274,3 +274,28 @@ fn quorum_reads_from_and_writes_to_a_config_file_under_its_key() {
     let file: ConfigFile = toml::from_str("quorum = 100").unwrap();
     assert_eq!(file.to_config().unwrap_err().field(), "quorum");
 }
+
+#[test]
+fn a_success_that_finds_a_rule_firing_without_the_quorum_opens_nothing() {
+    let mut m = Model::new(
+        Config::builder()
+            .failure_rate(0.5)
+            .count_window(4)
+            .min_calls(4)
+            .quorum(2),
+    );
+    m.fail(7, 0);
+    m.fail(7, 1);
+    m.fail(7, 2);
+    // Node 8's success brings the window to min_calls with 3 of 4 failed: the rule
+    // fires, without the quorum, and node 8 (healthy) is not told to open.
+    assert_eq!(
+        m.call(8, Verdict::Success, 1, 3).decision,
+        Decision::Recorded
+    );
+    assert_eq!(m.state.phase, Phase::Closed);
+    assert_eq!(
+        m.fail(7, 4).decision,
+        local_open(TripReason::FailureRate, 30_000)
+    );
+}
