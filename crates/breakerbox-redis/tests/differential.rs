@@ -27,7 +27,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use breakerbox::model::{
-    Decision, ModelState, Operation, PermitKind, Transition, TransitionReason,
+    Decision, ModelState, NodeFailure, Operation, PermitKind, QuorumTrack, Transition,
+    TransitionReason,
 };
 use breakerbox::{Config, Nanos, Phase, Verdict};
 use breakerbox_redis::{
@@ -229,6 +230,8 @@ struct Harness<'a> {
     store: &'a RedisStore,
     /// The stores of the nodes that send batches (the first is `store`).
     nodes: &'a [RedisStore],
+    /// A plain connection, to read the stored record of failing nodes (rule 21).
+    conn: redis::Connection,
     config: Config,
     lease_us: u64,
     model: ModelState,
@@ -361,6 +364,9 @@ impl Harness<'_> {
                 );
             }
         }
+        if window && self.config.quorum > 1 {
+            self.check_quorum(ctx)?;
+        }
         // Versions only grow within one incarnation, which never changes here.
         prop_assert!(s.version >= self.version, "{}: version went back", ctx);
         if self.incarnation != 0 {
@@ -371,6 +377,44 @@ impl Harness<'_> {
         self.seen.insert(format!("phase {}", s.phase));
         for t in &reply.transitions {
             self.seen.insert(t.reason.as_str().to_string());
+        }
+        Ok(())
+    }
+
+    /// Rule 21: the hash field `quorum` (of the window epoch `we`) holds what the model's
+    /// `QuorumTrack` does (times in microseconds).
+    fn check_quorum(&mut self, ctx: &str) -> Checked {
+        let (stored, we): (Option<String>, Option<String>) = redis::cmd("HMGET")
+            .arg(self.store.key())
+            .arg("quorum")
+            .arg("we")
+            .query(&mut self.conn)
+            .unwrap();
+        let mut track = QuorumTrack::default();
+        if let Some(stored) = stored {
+            let mut parts = stored.split(',');
+            let head: Vec<u64> = parts
+                .next()
+                .unwrap()
+                .split(':')
+                .map(|n| n.parse().unwrap())
+                .collect();
+            if Some(head[0].to_string()) == we {
+                track.calls = head[1];
+                track.streak_from = head[2];
+                for part in parts {
+                    let f: Vec<u64> = part.split(':').map(|n| n.parse().unwrap()).collect();
+                    track.nodes.push(NodeFailure {
+                        node: f[0],
+                        seq: f[1],
+                        at: ns(f[2]),
+                    });
+                }
+            }
+        }
+        prop_assert_eq!(&track, &self.model.quorum, "{}: failing nodes", ctx);
+        if track.nodes.len() > 1 {
+            self.seen.insert("several failing nodes".into());
         }
         Ok(())
     }
@@ -729,6 +773,7 @@ fn lua_scripts_and_pure_model_agree_on_generated_sequences() {
         let mut harness = Harness {
             store: &nodes[0],
             nodes: &nodes,
+            conn: client.get_connection().unwrap(),
             config: config.clone(),
             lease_us: lease.as_micros() as u64,
             model: ModelState::new(&config),
@@ -777,6 +822,7 @@ fn lua_scripts_and_pure_model_agree_on_generated_sequences() {
         "slow_call_rate",
         "local open",
         "quorum trip",
+        "several failing nodes",
         "cooldown_elapsed",
         "probe_failed",
         "half_open_timed_out",
