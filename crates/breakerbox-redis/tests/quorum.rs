@@ -211,3 +211,15 @@ async fn a_corrupt_record_of_failing_nodes_is_repaired_once() {
         "{stored}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registry_keeps_a_breaker_while_it_is_open_locally() {
+    let server = RedisServer::start();
+    let config = config(Some(2), Duration::from_millis(300));
+    let (b, _) = node(&server, 1, config, Mode::Strict).await;
+    fail(&b, 3).await;
+    assert!(b.check().is_err());
+    assert!(!b.is_idle(), "open locally");
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    wait_for("idle once the local open phase ended", || b.is_idle()).await;
+}

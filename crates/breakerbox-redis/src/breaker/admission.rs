@@ -139,7 +139,7 @@ impl<C: Clock + Clone> RedisBreaker<C> {
     }
 
     /// Whether a registry may forget this breaker: no other handle or permit, nothing
-    /// queued for Redis, and closed as far as this node knows.
+    /// queued for Redis, closed as far as this node knows, and not open locally (rule 21).
     pub fn is_idle(&self) -> bool {
         let inner = &self.inner;
         let view = inner.view();
@@ -147,6 +147,7 @@ impl<C: Clock + Clone> RedisBreaker<C> {
         Arc::strong_count(&self.inner).saturating_sub(loop_handles) == 1
             && (!view.known || view.phase == Phase::Closed)
             && !inner.suspect.load(Ordering::Acquire)
+            && inner.local_open_left(inner.clock.now()).is_none()
             && inner.batch.lock().is_ok_and(|b| b.is_empty())
     }
 
