@@ -97,6 +97,7 @@ fn entry(listed: &Listed, snapshot: Result<Snapshot, String>) -> Value {
             entry.insert("stale_results".into(), json!(s.stale_results));
             entry.insert("shadow".into(), json!(s.shadow));
             entry.insert("shadow_rejections".into(), json!(s.shadow_rejections));
+            entry.insert("local_open_ms".into(), json!(s.local_open.map(ms)));
         }
         Err(error) => {
             entry.insert("phase".into(), json!(breaker.phase().as_str()));

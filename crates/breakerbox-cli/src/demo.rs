@@ -3,8 +3,10 @@
 //! steady traffic, one group through a breaker judged by the HTTP judge and one without;
 //! a live view shows every second and a summary compares the groups at the end.
 //! `--redis URL --nodes N` adds N nodes sharing one breaker through Redis, next to N
-//! nodes with a breaker each.
+//! nodes with a breaker each. `--bad-node` shows one node with a broken network path
+//! among healthy ones, without and with a quorum (rule 21).
 
+mod bad_node;
 mod node;
 mod script;
 mod summary;
@@ -64,6 +66,14 @@ pub struct DemoArgs {
     /// Print the summary as JSON (the live view still goes to stdout first).
     #[arg(long)]
     pub json: bool,
+    /// Show one node with a broken network path to a healthy upstream, among nodes that
+    /// share a breaker through Redis (--redis, else a redis-server the demo starts):
+    /// first without a quorum (the fleet trips), then with one (only that node opens).
+    /// The quorum is the config's, at least 2; at least 3 nodes. Without --config the
+    /// breaker trips when a quarter of the window fails: less than the one node in three
+    /// whose calls all fail.
+    #[arg(long)]
+    pub bad_node: bool,
 }
 
 fn duration_arg(text: &str) -> Result<Duration, String> {
@@ -107,6 +117,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
                 spec.http_judge().with_context(in_file)?,
             )
         }
+        None if args.bad_node => (bad_node::default_config(args.duration)?, default_judge()?),
         None => (default_config(args.duration)?, default_judge()?),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -114,6 +125,9 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
+    if args.bad_node {
+        return runtime.block_on(bad_node::run(&args, config, judge));
+    }
     runtime.block_on(demo(args, config, judge))
 }
 

@@ -210,3 +210,63 @@ fn an_unreachable_redis_is_reported() {
         cli::stderr(&output)
     );
 }
+
+/// The rounds of `demo --bad-node --json`: without the quorum, then with it.
+fn bad_node_rounds(text: &str) -> (Value, Value) {
+    let start = text.find("\n{").expect("a JSON summary") + 1;
+    let s: Value = serde_json::from_str(&text[start..]).expect("the summary is JSON");
+    let rounds = s["rounds"].as_array().expect("rounds").clone();
+    assert_eq!(rounds.len(), 2, "{s}");
+    (rounds[0].clone(), rounds[1].clone())
+}
+
+#[test]
+fn one_bad_node_trips_the_fleet_without_a_quorum_and_only_itself_with_one() {
+    let redis = redis_server::RedisServer::start();
+    let url = redis.url();
+    let output = run(&[
+        "demo",
+        "--bad-node",
+        "--redis",
+        &url,
+        "--duration",
+        "6s",
+        "--json",
+    ]);
+    assert_ok(&output);
+    let text = stdout(&output);
+    let (without, with) = bad_node_rounds(&text);
+    assert_eq!(n(&without, "quorum"), 1.0);
+    assert!(n(&without, "fleet_trips") >= 1.0, "{without}");
+    assert!(n(&without, "healthy_rejected") > 0.0, "{without}");
+    assert_eq!(n(&without, "local_opens"), 0.0, "{without}");
+    assert_eq!(n(&with, "quorum"), 2.0);
+    assert_eq!(n(&with, "fleet_trips"), 0.0, "{with}");
+    assert_eq!(n(&with, "healthy_rejected"), 0.0, "{with}");
+    assert_eq!(
+        n(&with, "healthy_ok"),
+        n(&with, "healthy_offered"),
+        "{with}"
+    );
+    assert!(n(&with, "local_opens") >= 1.0, "{with}");
+    assert!(
+        n(&with, "bad_rejected") > 0.0,
+        "the bad node protects itself: {with}"
+    );
+}
+
+#[test]
+fn the_bad_node_demo_starts_its_own_redis_and_prints_a_comparison() {
+    let output = run(&["demo", "--bad-node", "--duration", "4s"]);
+    assert_ok(&output);
+    let text = stdout(&output);
+    for part in [
+        "without quorum",
+        "with quorum 2",
+        "shared breaker trips",
+        "bad node: local opens",
+        "healthy nodes' calls served",
+    ] {
+        assert!(text.contains(part), "no {part:?} in:\n{text}");
+    }
+}

@@ -3,13 +3,19 @@
 -- latency (us), retry hint (us, -1 for none), lease token, age (us: how long before the
 -- script call the call completed, rule 19), count (the entry stands for that many like
 -- outcomes in a row, applied one by one). Verdict 3 is a release (a permit dropped
--- without an outcome: model Operation::Release).
--- Extras in the reply: per entry, its count and how many of them were recorded (the
--- rest were stale).
+-- without an outcome: model Operation::Release). After the entries, the reporting node's
+-- id (digits; rule 21's quorum counts distinct nodes).
+-- The reply's head: 'batch', n, and the local open this node should enter (rule 21: its
+-- duration in us and the rule that fired, or -1 and ''). Extras: per entry, its count
+-- and how many of them were recorded (the rest were stale).
 local now = now_us()
 local S, repaired = load_or_repair(now)
 if not S then return repaired end
 local n = tonumber(ARGV[6]) or 0
+local node = ARGV[7 + n * 8]
+if type(node) ~= 'string' or not string.match(node, '^%d+$') or string.len(node) > 20 then
+  node = '0'
+end
 local codes = {}
 local changed = S.dirty
 for i = 0, n - 1 do
@@ -27,7 +33,7 @@ for i = 0, n - 1 do
     if verdict == 3 then
       r = release(S, gen, kind, tok)
     else
-      r = outcome(S, gen, kind, verdict, latency, now, hint, tok, age)
+      r = outcome(S, gen, kind, verdict, latency, now, hint, tok, age, node)
     end
     if r ~= 'stale' then
       recorded = recorded + 1
@@ -39,6 +45,8 @@ for i = 0, n - 1 do
 end
 if corrupt then return repair(corrupt, now) end
 if changed or S.dirty or #transitions > 0 then save(S, now) end
-local out = answer(S, now, { 'batch', n, 0, 0 })
+local lo_d, lo_reason = -1, ''
+if local_open then lo_d, lo_reason = local_open.d, local_open.reason end
+local out = answer(S, now, { 'batch', n, lo_d, lo_reason })
 for _, c in ipairs(codes) do out[#out + 1] = c end
 return out

@@ -4,6 +4,7 @@ mod admission;
 mod background;
 mod builder;
 mod contract;
+mod local_open;
 mod outage;
 mod permit;
 mod view;
@@ -128,6 +129,8 @@ pub(crate) struct Inner<C: Clock + Clone> {
     /// The node whose connection and subscription this breaker shares, if any (kept
     /// alive as long as the breaker).
     pub(crate) node: Option<RedisNode>,
+    /// Rule 21: the end of this node's local open phase (local clock; 0: none).
+    pub(crate) local_open_until: AtomicU64,
 }
 
 /// A breaker hears its channel's messages: from its own subscription, or from its node's.
@@ -258,6 +261,9 @@ impl<C: Clock + Clone> Inner<C> {
         self.observe(&reply.state, reply.now_us, authoritative);
         for t in &reply.transitions {
             self.emit(EventKind::Transition(*t));
+        }
+        if let Some((reason, open_for)) = reply.local_open {
+            self.enter_local_open(reason, open_for);
         }
         reply
     }
@@ -597,6 +603,9 @@ impl<C: Clock + Clone> RedisBreaker<C> {
         snapshot.stale_results = inner.stats.stale.load(Ordering::Relaxed);
         snapshot.shadow = s.shadow;
         snapshot.shadow_rejections = s.shadow_rejections;
+        snapshot.local_open = inner
+            .local_open_left(inner.clock.now())
+            .map(Nanos::as_duration);
         Ok(snapshot)
     }
 

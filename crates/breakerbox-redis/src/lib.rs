@@ -85,8 +85,8 @@ pub use options::RedisOptions;
 pub use options::{Backoff, Fallback, LocalView, Mode};
 pub use scripts::ScriptKind;
 pub use store::{
-    breaker_key, Answer, BatchItem, ManualOp, OutcomeArg, RedisStore, StoreError, StoreOptions,
-    MAX_OVERRIDE_DURATION, STATE_FORMAT,
+    breaker_key, process_node_id, Answer, BatchItem, ManualOp, OutcomeArg, RedisStore, StoreError,
+    StoreOptions, MAX_OVERRIDE_DURATION, STATE_FORMAT,
 };
 pub use target::{RedisConnection, RedisTarget, Topology};
 pub use wire::{reason_from_str, Reply, ReplyDecision, StoredState};

@@ -15,6 +15,10 @@ macro_rules! script {
         concat!(
             include_str!("../lua/common.lua"),
             "\n",
+            include_str!("../lua/window.lua"),
+            "\n",
+            include_str!("../lua/transitions.lua"),
+            "\n",
             include_str!(concat!("../lua/", $file))
         )
     };

@@ -42,6 +42,16 @@ pub struct StoreOptions {
     /// its lease ends is not counted (its outcome is stale): keep the lease above your
     /// probes' own timeout.
     pub probe_lease: Duration,
+    /// Who this node is, for rule 21's quorum (a config with `quorum` above 1 counts
+    /// the distinct nodes whose failures it saw). Default: [`process_node_id`], one
+    /// random id per process; give each node its own (never 0 or one another's).
+    pub node_id: u64,
+}
+
+/// This process's node id for rule 21's quorum: random, drawn once per process, never 0.
+pub fn process_node_id() -> u64 {
+    static ID: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *ID.get_or_init(random_seed)
 }
 
 impl Default for StoreOptions {
@@ -51,6 +61,7 @@ impl Default for StoreOptions {
             ttl: Duration::from_secs(24 * 3600),
             timeout: Duration::from_millis(100),
             probe_lease: Duration::from_secs(2),
+            node_id: process_node_id(),
         }
     }
 }
@@ -153,6 +164,8 @@ pub struct RedisStore {
     late_us: Option<u64>,
     ttl_ms: String,
     timeout: Duration,
+    /// This node's id, sent with every batch (rule 21).
+    node_id: String,
     next_token: AtomicU64,
     /// Round trips of each script, for the metrics facade.
     #[cfg(feature = "metrics")]
@@ -296,6 +309,7 @@ impl RedisStore {
                 .max(1)
                 .to_string(),
             timeout: options.timeout,
+            node_id: options.node_id.to_string(),
             next_token: AtomicU64::new(random_seed()),
             #[cfg(feature = "metrics")]
             round_trips: ScriptKind::ALL.map(|kind| {
@@ -331,6 +345,11 @@ impl RedisStore {
     /// Where the state lives.
     pub fn target(&self) -> &RedisTarget {
         self.link.target()
+    }
+
+    /// The node id this store reports its outcomes as (rule 21).
+    pub fn node_id(&self) -> &str {
+        &self.node_id
     }
 
     /// The per-call timeout.
@@ -501,7 +520,8 @@ impl RedisStore {
         now_us: Option<u64>,
         r: f64,
     ) -> Result<Answer, StoreError> {
-        let rest = crate::batch::arguments(items, self.slow_us, self.late_us);
+        let mut rest = crate::batch::arguments(items, self.slow_us, self.late_us);
+        rest.push(self.node_id.clone());
         self.run(ScriptKind::Record, now_us, r, rest).await
     }
 

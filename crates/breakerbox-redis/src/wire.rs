@@ -2,7 +2,7 @@
 
 use breakerbox::config::WindowKind;
 use breakerbox::model::{Decision, Transition};
-use breakerbox::model::{PermitKind, TransitionReason, WindowCounts};
+use breakerbox::model::{PermitKind, TransitionReason, TripReason, WindowCounts};
 use breakerbox::{Config, Nanos, Phase};
 use redis::Value;
 
@@ -41,7 +41,7 @@ pub(crate) fn encode_config(config: &Config, probe_lease: std::time::Duration) -
             .map_or(-1, |d| i64::try_from(micros(d)).unwrap_or(i64::MAX))
     };
     format!(
-        "{},{},{},{},{},{},{},{},{},{},{:?},{},{:?},{},{},{},{},{},{},{}",
+        "{},{},{},{},{},{},{},{},{},{},{:?},{},{:?},{},{},{},{},{},{},{},{}",
         config.consecutive_failures.unwrap_or(0),
         wk,
         wsize,
@@ -62,6 +62,7 @@ pub(crate) fn encode_config(config: &Config, probe_lease: std::time::Duration) -
         u8::from(config.shadow),
         deadline(PermitKind::Normal),
         deadline(PermitKind::Probe),
+        config.quorum.max(1),
     )
 }
 
@@ -140,6 +141,9 @@ pub struct Reply {
     /// Rule 20: for an acquire admitted in shadow mode, the rejection it replaced
     /// (phase, retry-after); the decision is then a passthrough admission.
     pub shadowed: Option<(Phase, Option<Nanos>)>,
+    /// Rule 21: for a batch, the local open phase the reporting node should enter (the
+    /// rule that fired without its quorum, and how long), the longest of the batch's.
+    pub local_open: Option<(TripReason, Nanos)>,
 }
 
 /// Why a reply could not be understood, or a corrupt value the script found.
@@ -279,6 +283,7 @@ pub(crate) fn parse_reply(value: &Value) -> Result<Reply, ParseError> {
         })
     };
     let mut shadowed = None;
+    let mut local_open = None;
     let decision = match head.as_str() {
         "shadow" => {
             shadowed = Some((phase(v, 2)?, retry_after(3)?));
@@ -305,6 +310,13 @@ pub(crate) fn parse_reply(value: &Value) -> Result<Reply, ParseError> {
         "batch" => {
             // Per entry: how many outcomes it stands for, and how many were recorded.
             let n = usize::try_from(uint(v, 1)?).unwrap_or(usize::MAX);
+            if let Some(us) = retry_after(2)? {
+                let name = text(v, 3)?;
+                let Some(TransitionReason::Tripped(reason)) = reason_from_str(&name) else {
+                    return Err(ParseError::Protocol(format!("local open reason {name}")));
+                };
+                local_open = Some((reason, us));
+            }
             let mut codes = Vec::with_capacity(n.min(v.len()));
             for i in 0..n {
                 let count = uint(v, at + 2 * i)?;
@@ -333,5 +345,6 @@ pub(crate) fn parse_reply(value: &Value) -> Result<Reply, ParseError> {
         now_us,
         transitions,
         shadowed,
+        local_open,
     })
 }

@@ -8,6 +8,10 @@
 //! probe at the first operation at or after its deadline, and a probe outcome or release
 //! in the half-open phase of its generation without a live lease is stale.
 //!
+//! Batches come from three nodes (three stores with their own node ids over one key), so
+//! rule 21's quorum, in the configs that have one, is held to the model with several node
+//! ids, local opens included.
+//!
 //! `BB_DIFF_CASES` sets the number of cases (default 600, whatever `PROPTEST_CASES` says),
 //! `BB_DIFF_SEED` the seed (fixed by default, so CI runs the same cases).
 //!
@@ -22,7 +26,10 @@ use std::collections::BTreeSet;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use breakerbox::model::{Decision, ModelState, Operation, PermitKind, Transition};
+use breakerbox::model::{
+    Decision, ModelState, NodeFailure, Operation, PermitKind, QuorumTrack, Transition,
+    TransitionReason,
+};
 use breakerbox::{Config, Nanos, Phase, Verdict};
 use breakerbox_redis::{
     BatchItem, ManualOp, OutcomeArg, RedisStore, Reply, ReplyDecision, StoreOptions,
@@ -122,6 +129,10 @@ fn random_config(seed: u64) -> (Config, Duration) {
         if rng.chance(25) {
             b = b.probe_timeout(Duration::from_micros(rng.pick(&[4_999u64, 5_000])));
         }
+        // Rule 21: some configs need failures from two or three nodes to trip.
+        if rng.chance(35) {
+            b = b.quorum(rng.pick(&[2u32, 3]));
+        }
         let lease = Duration::from_micros(rng.pick(&[20_000u64, 150_000, 2_000_000]));
         if let Ok(config) = b.build() {
             return (config, lease);
@@ -141,9 +152,9 @@ enum Pick {
 #[derive(Clone, Debug)]
 enum Op {
     Acquire,
-    /// (permit, verdict code 0-2 or 3 for a release, latency index, hint index, age
-    /// index)
-    Batch(Vec<(Pick, u8, usize, usize, usize)>),
+    /// From node `.0` (an index into the harness's nodes): (permit, verdict code 0-2 or 3
+    /// for a release, latency index, hint index, age index)
+    Batch(usize, Vec<(Pick, u8, usize, usize, usize)>),
     Release(Pick),
     Cancel(Pick),
     ForceOpen(Option<u64>),
@@ -152,6 +163,9 @@ enum Op {
     /// Switch shadow mode (rule 20).
     Shadow(bool),
 }
+
+/// How many nodes send batches (rule 21); node `i` has the id `i + 1`.
+const NODES: usize = 3;
 
 const STEPS_US: [u64; 9] = [0, 1, 999, 1_000, 20_000, 65_536, 100_000, 300_000, 700_000];
 const LATENCY_US: [u64; 5] = [0, 4_999, 5_000, 5_001, 20_000];
@@ -171,7 +185,7 @@ fn op() -> impl Strategy<Value = Op> {
     let duration = proptest::option::of(prop_oneof![Just(50_000u64), Just(400_000u64)]);
     prop_oneof![
         40 => Just(Op::Acquire),
-        35 => proptest::collection::vec(
+        35 => (0..NODES, proptest::collection::vec(
             (
                 pick(),
                 prop_oneof![4 => 0u8..3, 1 => Just(3u8)],
@@ -180,8 +194,8 @@ fn op() -> impl Strategy<Value = Op> {
                 0..AGES_US.len(),
             ),
             1..5,
-        )
-        .prop_map(Op::Batch),
+        ))
+        .prop_map(|(node, items)| Op::Batch(node, items)),
         9 => pick().prop_map(Op::Release),
         3 => pick().prop_map(Op::Cancel),
         4 => duration.clone().prop_map(Op::ForceOpen),
@@ -221,6 +235,10 @@ struct Held {
 
 struct Harness<'a> {
     store: &'a RedisStore,
+    /// The stores of the nodes that send batches (the first is `store`).
+    nodes: &'a [RedisStore],
+    /// A plain connection, to read the stored record of failing nodes (rule 21).
+    conn: redis::Connection,
     config: Config,
     lease_us: u64,
     model: ModelState,
@@ -353,6 +371,9 @@ impl Harness<'_> {
                 );
             }
         }
+        if window && self.config.quorum > 1 {
+            self.check_quorum(ctx)?;
+        }
         // Versions only grow within one incarnation, which never changes here.
         prop_assert!(s.version >= self.version, "{}: version went back", ctx);
         if self.incarnation != 0 {
@@ -363,6 +384,44 @@ impl Harness<'_> {
         self.seen.insert(format!("phase {}", s.phase));
         for t in &reply.transitions {
             self.seen.insert(t.reason.as_str().to_string());
+        }
+        Ok(())
+    }
+
+    /// Rule 21: the hash field `quorum` (of the window epoch `we`) holds what the model's
+    /// `QuorumTrack` does (times in microseconds).
+    fn check_quorum(&mut self, ctx: &str) -> Checked {
+        let (stored, we): (Option<String>, Option<String>) = redis::cmd("HMGET")
+            .arg(self.store.key())
+            .arg("quorum")
+            .arg("we")
+            .query(&mut self.conn)
+            .unwrap();
+        let mut track = QuorumTrack::default();
+        if let Some(stored) = stored {
+            let mut parts = stored.split(',');
+            let head: Vec<u64> = parts
+                .next()
+                .unwrap()
+                .split(':')
+                .map(|n| n.parse().unwrap())
+                .collect();
+            if Some(head[0].to_string()) == we {
+                track.calls = head[1];
+                track.streak_from = head[2];
+                for part in parts {
+                    let f: Vec<u64> = part.split(':').map(|n| n.parse().unwrap()).collect();
+                    track.nodes.push(NodeFailure {
+                        node: f[0],
+                        seq: f[1],
+                        at: ns(f[2]),
+                    });
+                }
+            }
+        }
+        prop_assert_eq!(&track, &self.model.quorum, "{}: failing nodes", ctx);
+        if track.nodes.len() > 1 {
+            self.seen.insert("several failing nodes".into());
         }
         Ok(())
     }
@@ -431,8 +490,10 @@ impl Harness<'_> {
                 }
                 reply
             }
-            Op::Batch(items) => {
+            Op::Batch(node, items) => {
                 self.apply_due(r, &mut expected);
+                let node = *node % self.nodes.len();
+                let mut local_open = None;
                 let mut codes = Vec::new();
                 let mut items_sent = Vec::new();
                 for &(pick, verdict, latency, hint, age) in items {
@@ -477,6 +538,7 @@ impl Harness<'_> {
                                     latency: ns(LATENCY_US[latency]),
                                     retry_hint: hint.map(ns),
                                     age: ns(age),
+                                    node: node as u64 + 1,
                                 },
                                 now,
                                 &self.config,
@@ -500,8 +562,26 @@ impl Harness<'_> {
                         }
                         if let Some(step) = step {
                             expected.extend(step.transition);
+                            if self.config.quorum > 1 {
+                                if let Some(t) = step.transition {
+                                    if matches!(t.reason, TransitionReason::Tripped(_)) {
+                                        self.seen.insert("quorum trip".into());
+                                    }
+                                }
+                            }
                         }
-                        step.is_some_and(|s| s.decision == Decision::Recorded)
+                        // Rule 21: the batch answers the longest local open it decided.
+                        if let Some(Decision::LocalOpen { reason, open_for }) =
+                            step.map(|s| s.decision)
+                        {
+                            self.seen.insert("local open".into());
+                            if local_open.is_none_or(|(_, d)| open_for > d) {
+                                local_open = Some((reason, open_for));
+                            }
+                        }
+                        step.is_some_and(|s| {
+                            matches!(s.decision, Decision::Recorded | Decision::LocalOpen { .. })
+                        })
                     };
                     if !counts {
                         self.seen.insert("probe without a lease".into());
@@ -525,8 +605,7 @@ impl Harness<'_> {
                 }) {
                     self.seen.insert("run of successes".into());
                 }
-                let reply = self
-                    .store
+                let reply = self.nodes[node]
                     .record_batch(&items_sent, Some(self.now_us), r)
                     .await
                     .unwrap()
@@ -537,6 +616,7 @@ impl Harness<'_> {
                     "{}: codes",
                     ctx
                 );
+                prop_assert_eq!(reply.local_open, local_open, "{}: local open", ctx);
                 reply
             }
             Op::Release(pick) | Op::Cancel(pick) => {
@@ -688,9 +768,19 @@ fn lua_scripts_and_pure_model_agree_on_generated_sequences() {
             probe_lease: lease,
             ..StoreOptions::default()
         };
-        let store = RedisStore::new(client.clone(), &name, &config, &options);
+        let nodes: Vec<RedisStore> = (0..NODES as u64)
+            .map(|i| {
+                let options = StoreOptions {
+                    node_id: i + 1,
+                    ..options.clone()
+                };
+                RedisStore::new(client.clone(), &name, &config, &options)
+            })
+            .collect();
         let mut harness = Harness {
-            store: &store,
+            store: &nodes[0],
+            nodes: &nodes,
+            conn: client.get_connection().unwrap(),
             config: config.clone(),
             lease_us: lease.as_micros() as u64,
             model: ModelState::new(&config),
@@ -737,6 +827,9 @@ fn lua_scripts_and_pure_model_agree_on_generated_sequences() {
         "run of successes",
         "failure_rate",
         "slow_call_rate",
+        "local open",
+        "quorum trip",
+        "several failing nodes",
         "cooldown_elapsed",
         "probe_failed",
         "half_open_timed_out",

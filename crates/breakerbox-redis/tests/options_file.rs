@@ -37,6 +37,7 @@ fn every_key_reaches_the_options() {
         ttl: Duration::from_secs(3600),
         timeout: Duration::from_millis(250),
         probe_lease: Duration::from_secs(5),
+        ..StoreOptions::default()
     };
     assert_eq!(o.store, store);
     assert_eq!(

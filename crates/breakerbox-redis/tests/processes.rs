@@ -80,6 +80,48 @@ async fn four_processes_ride_out_a_paused_killed_and_restarted_redis() {
     );
 }
 
+/// Rule 21 across OS processes: one process whose path to the (healthy) dependency is
+/// broken, two healthy ones, sharing a breaker (3 failures in a row trip, 1 s open).
+/// With a quorum of 2 only the broken process opens (locally) and the healthy ones never
+/// see a rejection; without one the broken process trips them all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_broken_process_opens_only_itself_with_a_quorum_and_trips_all_without() {
+    let server = RedisServer::start();
+    let dependency = Dependency::start(true).await;
+    for quorum in ["2", "1"] {
+        let name = format!("quorum-{quorum}");
+        let env = fleet::cap_settings(&[
+            ("BB_FLEET_QUORUM", quorum),
+            ("BB_FLEET_NAME", &name),
+            ("BB_FLEET_RECOVERY_MS", "1000"),
+            ("BB_FLEET_MILLIS", "1500"),
+            ("BB_FLEET_CALLERS", "2"),
+            ("BB_FLEET_PACE_MS", "10"),
+        ]);
+        let mut broken_env = env.clone();
+        broken_env.push(("BB_FLEET_BROKEN", "1"));
+        let url = server.url();
+        let mut children = spawn(1, &TEST_WORKER_ARGS, &url, &dependency.addr, &broken_env);
+        children.extend(spawn(2, &TEST_WORKER_ARGS, &url, &dependency.addr, &env));
+        let reports = reports(children).await;
+        let lines: Vec<&str> = reports.iter().map(|r| r.line.as_str()).collect();
+        let (broken, healthy) = reports.split_at(1);
+        assert!(broken[0].get("failed") >= 3, "{lines:?}");
+        assert!(broken[0].get("rejected") > 0, "{lines:?}");
+        if quorum == "2" {
+            assert!(broken[0].get("local_opens") >= 1, "{lines:?}");
+            for r in healthy {
+                assert_eq!(r.get("rejected"), 0, "{lines:?}");
+                assert_eq!(r.get("local_opens"), 0, "{lines:?}");
+                assert_eq!(r.phase, "closed", "{lines:?}");
+            }
+        } else {
+            assert_eq!(broken[0].get("local_opens"), 0, "{lines:?}");
+            assert!(healthy.iter().all(|r| r.get("rejected") > 0), "{lines:?}");
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probes_stay_under_the_cap_across_four_processes() {
     let server = RedisServer::start();

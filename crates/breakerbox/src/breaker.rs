@@ -333,6 +333,7 @@ impl<C: Clock> CircuitBreaker<C> {
             stale_results: engine.stale.load(Ordering::Relaxed),
             shadow: engine.shadow.load(Ordering::Relaxed),
             shadow_rejections: engine.shadow_rejections.load(Ordering::Relaxed),
+            local_open: None,
         }
     }
 

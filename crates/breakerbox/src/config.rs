@@ -15,7 +15,7 @@ mod rate;
 pub mod serde_duration;
 mod window;
 
-pub use builder::{defaults, ConfigBuilder, MAX_COUNT_WINDOW, MAX_PROBES};
+pub use builder::{defaults, ConfigBuilder, MAX_COUNT_WINDOW, MAX_PROBES, MAX_QUORUM};
 pub use duration::{parse_duration, HumanDuration};
 #[cfg(feature = "serde")]
 pub use file::ConfigFile;
@@ -95,6 +95,10 @@ pub struct Config {
     /// Rule 22: a half-open probe's deadline, when shorter than `call_timeout` (at most
     /// it, below `half_open_timeout`). `None`: probes use `call_timeout`.
     pub probe_timeout: Option<Duration>,
+    /// Rule 21 (shared breakers): a failure-driven trip in closed needs failures from at
+    /// least this many distinct nodes within the window; with fewer, the reporting node
+    /// opens only its own view (a local open). `1`: no quorum (every engine's default).
+    pub quorum: u32,
 }
 
 impl Config {
@@ -220,6 +224,11 @@ impl Config {
             Some(deadline) if latency > Nanos::from_duration(deadline) => Verdict::Failure,
             _ => verdict,
         }
+    }
+
+    /// Whether rule 21's quorum is on (`quorum > 1`).
+    pub fn has_quorum(&self) -> bool {
+        self.quorum > 1
     }
 
     /// Whether `latency` is slow under this config.

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::model::Transition;
+use crate::model::{Transition, TripReason};
 use crate::CircuitOpen;
 
 /// Something a breaker did. Every engine reports through these kinds; the in-memory
@@ -19,6 +19,14 @@ pub enum EventKind {
     /// Rule 20: in shadow mode, a call that would have been rejected (with this
     /// rejection) was admitted with a passthrough permit.
     ShadowRejected(CircuitOpen),
+    /// Rule 21: a failure-driven rule fired without the quorum of nodes, so this node
+    /// (only) opened its own view; the shared breaker stays closed. Shared engines only.
+    LocalOpened {
+        /// The rule that fired.
+        reason: TripReason,
+        /// How long the node rejects locally.
+        open_for: Duration,
+    },
     /// A result or release from an older generation was dropped.
     StaleResult {
         /// The permit's generation.
@@ -153,6 +161,13 @@ fn trace_event(event: &Event<'_>) {
             phase = open.phase().as_str(),
             retry_after_ms = open.retry_after().map(|d| d.as_millis() as u64),
             "call admitted in shadow mode; it would have been rejected"
+        ),
+        EventKind::LocalOpened { reason, open_for } => tracing::warn!(
+            target: "breakerbox",
+            breaker = event.breaker,
+            reason = reason.as_str(),
+            open_for_ms = open_for.as_millis() as u64,
+            "this node opened locally: a rule fired without the quorum of nodes"
         ),
         EventKind::StaleResult { generation } => tracing::debug!(
             target: "breakerbox",

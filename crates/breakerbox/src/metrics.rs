@@ -10,6 +10,7 @@
 //! | `breakerbox_shadow_rejections_total` | counter | `breaker`, `phase` | calls admitted in shadow mode that would have been rejected, by that phase |
 //! | `breakerbox_transitions_total` | counter | `breaker`, `from`, `to` | phase changes made by this process |
 //! | `breakerbox_stale_results_total` | counter | `breaker` | results of an older generation, dropped |
+//! | `breakerbox_local_opens_total` | counter | `breaker`, `reason` | rule 21: local open phases of this node (a rule fired without the quorum of nodes; shared engines) |
 //! | `breakerbox_store_outage` | gauge | `breaker` | 1 while a shared engine's store is away and its fallback decides |
 //! | `breakerbox_store_outages_total` | counter | `breaker` | outage episodes |
 //! | `breakerbox_store_repairs_total` | counter | `breaker` | corrupt stored states replaced |
@@ -70,6 +71,10 @@ pub fn describe() {
     describe_counter!(
         "breakerbox_stale_results_total",
         "Results dropped because their permit was from an older generation."
+    );
+    describe_counter!(
+        "breakerbox_local_opens_total",
+        "Local open phases this node entered: a rule fired without the quorum of nodes."
     );
     describe_gauge!(
         "breakerbox_store_outage",
@@ -175,6 +180,14 @@ impl Listener for MetricsListener {
             }
             EventKind::StaleResult { .. } => {
                 counter!("breakerbox_stale_results_total", "breaker" => breaker).increment(1);
+            }
+            EventKind::LocalOpened { reason, .. } => {
+                counter!(
+                    "breakerbox_local_opens_total",
+                    "breaker" => breaker,
+                    "reason" => reason.as_str()
+                )
+                .increment(1);
             }
             EventKind::OutageStarted { .. } => {
                 counter!("breakerbox_store_outages_total", "breaker" => breaker.clone())

@@ -4,7 +4,8 @@
 //! Redis Lua scripts) and the oracle their tests are held against. It has no atomics, no
 //! clock and no randomness: time and the jitter sample are arguments. It is written to be
 //! ported line by line; see `docs/RULES.md` (rules 1-13, and 19 for outcomes that waited
-//! in a batch, 20 for shadow mode, 22 for call deadlines), which it follows rule by rule.
+//! in a batch, 20 for shadow mode, 21 for the quorum, 22 for call deadlines), which it
+//! follows rule by rule.
 //!
 //! ```
 //! use breakerbox::model::{Decision, ModelState, Operation, PermitKind};
@@ -14,7 +15,7 @@
 //! let mut state = ModelState::new(&config);
 //! let step = state.apply(Operation::Acquire, Nanos(0), &config, 0.0);
 //! let Decision::Admitted { generation, kind } = step.decision else { panic!() };
-//! let outcome = Operation::Outcome { generation, kind, verdict: Verdict::Failure, latency: Nanos(5), retry_hint: None, age: Nanos::ZERO };
+//! let outcome = Operation::Outcome { generation, kind, verdict: Verdict::Failure, latency: Nanos(5), retry_hint: None, age: Nanos::ZERO, node: 0 };
 //! let step = state.apply(outcome, Nanos(10), &config, 0.0);
 //! assert_eq!(state.phase, Phase::Open);
 //! assert_eq!(step.transition.unwrap().to, Phase::Open);
@@ -23,9 +24,13 @@
 //! [`CircuitBreaker`]: crate::CircuitBreaker
 
 mod policy;
+mod quorum;
+mod reason;
 mod window;
 
-pub use policy::{evaluate_trip, TripReason, WindowCounts};
+pub use policy::{evaluate_trip, fired_rules, TripReason, WindowCounts};
+pub use quorum::{NodeFailure, QuorumTrack};
+pub use reason::TransitionReason;
 pub use window::{Bucket, ModelWindow};
 
 use crate::{Config, Nanos, Phase, Verdict};
@@ -65,6 +70,9 @@ pub enum Operation {
         /// it happened; more for one that waited in a batch (rule 19: a success that
         /// completed before the current failure streak began does not end it).
         age: Nanos,
+        /// Which node reported it (rule 21; an engine that is one node says 0). Only a
+        /// config with a quorum looks at it.
+        node: u64,
     },
     /// A permit was dropped without a verdict (e.g. a cancelled future).
     Release {
@@ -112,81 +120,20 @@ pub enum Decision {
     },
     /// The outcome or release was applied.
     Recorded,
+    /// Rule 21: the outcome, a failure, was applied and a failure-driven rule fired, but
+    /// without the quorum of nodes: the shared phase stays closed and the reporting node
+    /// should open its own view for `open_for`.
+    LocalOpen {
+        /// The first rule that fired.
+        reason: TripReason,
+        /// How long the node's local open phase lasts: the open duration a trip would
+        /// have had, without jitter, at least the outcome's retry hint (capped).
+        open_for: Nanos,
+    },
     /// The outcome or release belonged to an older generation and changed nothing.
     Stale,
     /// A manual operation was applied.
     Done,
-}
-
-/// Why the phase changed.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum TransitionReason {
-    /// The closed-phase policy tripped.
-    Tripped(TripReason),
-    /// The open phase (or a forced-open override) ran out and an acquire came.
-    CooldownElapsed,
-    /// A probe failed.
-    ProbeFailed,
-    /// Half-open was not confirmed within `half_open_timeout`.
-    HalfOpenTimedOut,
-    /// `required_successes` consecutive probes succeeded.
-    ProbesSucceeded,
-    /// A `disable` override ran out.
-    OverrideExpired,
-    /// `force_open` was called.
-    ForcedOpen,
-    /// `disable` was called.
-    Disabled,
-    /// `reset` was called.
-    Reset,
-    /// A shared engine gave back an open phase its store had lost (a Redis restarted
-    /// empty, or a failover to a replica that was behind), from what a node still knew.
-    Restored,
-}
-
-impl TransitionReason {
-    /// A short stable name for logs and metrics.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            TransitionReason::Tripped(reason) => reason.as_str(),
-            TransitionReason::CooldownElapsed => "cooldown_elapsed",
-            TransitionReason::ProbeFailed => "probe_failed",
-            TransitionReason::HalfOpenTimedOut => "half_open_timed_out",
-            TransitionReason::ProbesSucceeded => "probes_succeeded",
-            TransitionReason::OverrideExpired => "override_expired",
-            TransitionReason::ForcedOpen => "forced_open",
-            TransitionReason::Disabled => "disabled",
-            TransitionReason::Reset => "reset",
-            TransitionReason::Restored => "restored",
-        }
-    }
-
-    /// Parses [`TransitionReason::as_str`]'s names (e.g. from another engine's replies).
-    ///
-    /// ```
-    /// use breakerbox::model::TransitionReason;
-    /// let reason = TransitionReason::ProbeFailed;
-    /// assert_eq!(TransitionReason::from_name(reason.as_str()), Some(reason));
-    /// assert_eq!(TransitionReason::from_name("bogus"), None);
-    /// ```
-    pub fn from_name(name: &str) -> Option<TransitionReason> {
-        Some(match name {
-            "consecutive_failures" => TransitionReason::Tripped(TripReason::ConsecutiveFailures),
-            "failure_rate" => TransitionReason::Tripped(TripReason::FailureRate),
-            "slow_call_rate" => TransitionReason::Tripped(TripReason::SlowCallRate),
-            "cooldown_elapsed" => TransitionReason::CooldownElapsed,
-            "probe_failed" => TransitionReason::ProbeFailed,
-            "half_open_timed_out" => TransitionReason::HalfOpenTimedOut,
-            "probes_succeeded" => TransitionReason::ProbesSucceeded,
-            "override_expired" => TransitionReason::OverrideExpired,
-            "forced_open" => TransitionReason::ForcedOpen,
-            "disabled" => TransitionReason::Disabled,
-            "reset" => TransitionReason::Reset,
-            "restored" => TransitionReason::Restored,
-            _ => return None,
-        })
-    }
 }
 
 /// A phase change.
@@ -241,6 +188,8 @@ pub struct ModelState {
     /// Rule 20: how many acquires were admitted in shadow mode that would have been
     /// rejected. Kept across transitions and resets.
     pub shadow_rejections: u64,
+    /// Closed, rule 21 (a config with a quorum): the nodes that failed recently.
+    pub quorum: QuorumTrack,
 }
 
 impl ModelState {
@@ -259,6 +208,7 @@ impl ModelState {
             window: ModelWindow::new(config),
             shadow: config.shadow,
             shadow_rejections: 0,
+            quorum: QuorumTrack::default(),
         }
     }
 
@@ -309,12 +259,12 @@ impl ModelState {
                 latency,
                 retry_hint,
                 age,
+                node,
             } => self.after_due(now, config, jitter_sample, |s| {
                 // Rule 22: a call past its permit's deadline is a failure (`timeout`).
                 let verdict = config.past_deadline(kind, verdict, latency);
                 s.outcome(
-                    generation,
-                    kind,
+                    (generation, kind, node),
                     (verdict, latency, retry_hint, now.saturating_sub(age)),
                     now,
                     config,
@@ -400,8 +350,7 @@ impl ModelState {
 
     fn outcome(
         &mut self,
-        generation: u64,
-        kind: PermitKind,
+        (generation, kind, node): (u64, PermitKind, u64),
         (verdict, latency, retry_hint, completed): (Verdict, Nanos, Option<Nanos>, Nanos),
         now: Nanos,
         config: &Config,
@@ -417,9 +366,15 @@ impl ModelState {
                 }
                 let failed = verdict == Verdict::Failure;
                 let slow = config.is_slow(latency);
+                let began_streak = failed && self.consecutive_failures == 0;
                 self.streak_after(failed, completed, now);
                 self.window.record(failed, slow, now);
                 let counts = self.window.counts(now);
+                if config.has_quorum() {
+                    self.quorum
+                        .record(node, failed, began_streak, now, config.quorum);
+                    return self.quorum_trip(counts, (failed, retry_hint), now, config, r);
+                }
                 match evaluate_trip(config, self.consecutive_failures, counts) {
                     Some(reason) => Step {
                         decision: Decision::Recorded,
@@ -470,6 +425,40 @@ impl ModelState {
                 }
             }
             // Disabled passthrough permits, or a kind that does not fit the phase: nothing.
+            _ => recorded(Decision::Recorded),
+        }
+    }
+
+    /// Rule 21: the first rule that fired and has its quorum trips; a rule that fired
+    /// without one tells the reporting node to open locally if it reported a failure.
+    fn quorum_trip(
+        &mut self,
+        counts: WindowCounts,
+        (failed, retry_hint): (bool, Option<Nanos>),
+        now: Nanos,
+        config: &Config,
+        r: f64,
+    ) -> Step {
+        let mut local = None;
+        for reason in fired_rules(config, self.consecutive_failures, counts) {
+            if self.quorum.met(reason, &self.window, now, config.quorum) {
+                let reason = TransitionReason::Tripped(reason);
+                return Step {
+                    decision: Decision::Recorded,
+                    transition: Some(self.reopen_hinted(now, config, r, retry_hint, reason)),
+                };
+            }
+            local.get_or_insert(reason);
+        }
+        match local {
+            Some(reason) if failed => recorded(Decision::LocalOpen {
+                reason,
+                open_for: config.open_duration_with_hint(
+                    self.trips.saturating_add(1),
+                    0.0,
+                    retry_hint,
+                ),
+            }),
             _ => recorded(Decision::Recorded),
         }
     }
@@ -571,6 +560,7 @@ impl ModelState {
         self.consecutive_failures = 0;
         self.streak_started = Nanos::ZERO;
         self.window = ModelWindow::new(config);
+        self.quorum = QuorumTrack::default();
     }
 
     fn admit(&self, kind: PermitKind) -> Decision {

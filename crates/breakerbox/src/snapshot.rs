@@ -52,6 +52,9 @@ pub struct Snapshot {
     pub shadow: bool,
     /// Rule 20: calls admitted in shadow mode that would have been rejected.
     pub shadow_rejections: u64,
+    /// Rule 21 (shared engines): the time left of this node's local open phase (a rule
+    /// fired on this node's failures without the quorum of nodes), if one is running.
+    pub local_open: Option<Duration>,
 }
 
 impl Snapshot {
@@ -74,6 +77,7 @@ impl Snapshot {
             stale_results: 0,
             shadow: false,
             shadow_rejections: 0,
+            local_open: None,
         }
     }
 

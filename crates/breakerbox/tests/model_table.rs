@@ -76,6 +76,7 @@ impl Model {
                 latency,
                 retry_hint: None,
                 age: Nanos::ZERO,
+                node: 0,
             },
             now,
         )
@@ -91,6 +92,7 @@ impl Model {
                 latency: Nanos::ZERO,
                 retry_hint: None,
                 age,
+                node: 0,
             },
             now,
         )

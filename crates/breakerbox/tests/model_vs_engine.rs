@@ -443,6 +443,7 @@ fn run(case: &Case) -> Result<(), TestCaseError> {
                         latency: latency_nanos,
                         retry_hint,
                         age: Nanos::ZERO,
+                        node: 0,
                     },
                 );
                 expected_transition = step.transition;

@@ -59,6 +59,20 @@ impl Upstream {
         start: Instant,
         total: Duration,
     ) -> std::io::Result<Upstream> {
+        Upstream::start_with(groups, Some((start, total))).await
+    }
+
+    /// Starts an upstream that stays healthy (answers 200 at once) on a free loopback
+    /// port.
+    pub async fn start_healthy(groups: usize) -> std::io::Result<Upstream> {
+        Upstream::start_with(groups, None).await
+    }
+
+    /// `script`: the timeline's start and length, or `None` for always healthy.
+    async fn start_with(
+        groups: usize,
+        script: Option<(Instant, Duration)>,
+    ) -> std::io::Result<Upstream> {
         let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
         let addr = listener.local_addr()?;
         let counts = Arc::new(UpstreamCounts::new(groups));
@@ -75,7 +89,7 @@ impl Upstream {
                 connections.spawn(async move {
                     let service = service_fn(move |request: Request<hyper::body::Incoming>| {
                         let counts = counts.clone();
-                        async move { Ok::<_, Infallible>(serve(request, &counts, start, total).await) }
+                        async move { Ok::<_, Infallible>(serve(request, &counts, script).await) }
                     });
                     let _ = http1::Builder::new()
                         .serve_connection(TokioIo::new(stream), service)
@@ -100,10 +114,12 @@ impl Upstream {
 async fn serve(
     request: Request<hyper::body::Incoming>,
     counts: &UpstreamCounts,
-    start: Instant,
-    total: Duration,
+    script: Option<(Instant, Duration)>,
 ) -> Response<Full<Bytes>> {
-    let stage = Stage::at(start.elapsed(), total);
+    let stage = match script {
+        Some((start, total)) => Stage::at(start.elapsed(), total),
+        None => Stage::Healthy,
+    };
     let group = request
         .headers()
         .get(GROUP_HEADER)

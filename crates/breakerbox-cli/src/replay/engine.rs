@@ -107,13 +107,16 @@ pub struct Replayer {
 impl Replayer {
     /// A replay of `config` judged by `judge`. `pointer` is the JSON pointer a trace's
     /// error code is placed at for the judge (the judge's first business pointer).
-    /// `timeline` keeps what the SVG chart needs.
+    /// `timeline` keeps what the SVG chart needs. A trace is one node's calls, and a
+    /// quorum (rule 21) counts nodes: a config with one is replayed as without it, the
+    /// trips the node's own rules make.
     pub fn new(
-        config: Config,
+        mut config: Config,
         judge: HttpJudge,
         pointer: Option<String>,
         timeline: bool,
     ) -> Replayer {
+        config.quorum = 1;
         let state = ModelState::new(&config);
         let jitter = (config.jitter > 0.0).then(|| SplitMix::new(0x5EED));
         Replayer {
@@ -241,6 +244,7 @@ impl Replayer {
                 latency: p.latency,
                 retry_hint: None,
                 age: Nanos::ZERO,
+                node: 0,
             },
             p.at,
             &self.config,

@@ -28,6 +28,9 @@ impl<C: Clock + Clone> RedisBreaker<C> {
             // Rule 20: nothing is rejected in shadow mode.
             return Ok(());
         }
+        if let Some(open) = inner.locally_open() {
+            return Err(open);
+        }
         if view.known && view.holds_at(now) && matches!(view.phase, Phase::Open | Phase::ForcedOpen)
         {
             let retry = view.until.map(|u| u.saturating_sub(now).as_duration());
@@ -50,6 +53,10 @@ impl<C: Clock + Clone> RedisBreaker<C> {
     #[inline]
     pub fn try_acquire_local(&self) -> LocalAdmission<RedisPermit<C>> {
         let inner = &self.inner;
+        if let Some(open) = inner.locally_open() {
+            Stats::add(&inner.stats.local_rejects, 1);
+            return LocalAdmission::Rejected(inner.reject(open));
+        }
         let answer = if inner.is_down() {
             Some(self.fallback_acquire())
         } else if matches!(inner.mode, Mode::LocalView(_)) && !inner.suspect.load(Ordering::Acquire)
@@ -68,6 +75,10 @@ impl<C: Clock + Clone> RedisBreaker<C> {
     /// Asks to make one call. Never waits longer than the Redis timeout.
     pub async fn acquire(&self) -> Result<RedisPermit<C>, CircuitOpen> {
         let inner = &self.inner;
+        if let Some(open) = inner.locally_open() {
+            Stats::add(&inner.stats.local_rejects, 1);
+            return Err(inner.reject(open));
+        }
         if inner.is_down() {
             return self.fallback_acquire();
         }
@@ -128,7 +139,7 @@ impl<C: Clock + Clone> RedisBreaker<C> {
     }
 
     /// Whether a registry may forget this breaker: no other handle or permit, nothing
-    /// queued for Redis, and closed as far as this node knows.
+    /// queued for Redis, closed as far as this node knows, and not open locally (rule 21).
     pub fn is_idle(&self) -> bool {
         let inner = &self.inner;
         let view = inner.view();
@@ -136,6 +147,7 @@ impl<C: Clock + Clone> RedisBreaker<C> {
         Arc::strong_count(&self.inner).saturating_sub(loop_handles) == 1
             && (!view.known || view.phase == Phase::Closed)
             && !inner.suspect.load(Ordering::Acquire)
+            && inner.local_open_left(inner.clock.now()).is_none()
             && inner.batch.lock().is_ok_and(|b| b.is_empty())
     }
 

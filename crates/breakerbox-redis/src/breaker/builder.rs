@@ -172,6 +172,14 @@ impl<C: Clock + Clone> RedisBreakerBuilder<C> {
         self
     }
 
+    /// Who this node is for rule 21's quorum (default: [`process_node_id`](crate::process_node_id),
+    /// one random id per process). Nodes sharing a breaker need distinct ids; with a
+    /// config's `quorum` above 1, a trip needs failures from that many of them.
+    pub fn node_id(mut self, id: u64) -> Self {
+        self.store.node_id = id;
+        self
+    }
+
     /// Strict or local-view mode (default: [`Mode::LocalView`] with [`LocalView::default`](crate::LocalView::default)).
     pub fn mode(mut self, mode: Mode) -> Self {
         self.mode = mode;
@@ -321,8 +329,11 @@ impl<C: Clock + Clone> RedisBreakerBuilder<C> {
         }
         let local_trip: Arc<Mutex<Option<&'static str>>> = Arc::new(Mutex::new(None));
         let trip_log = local_trip.clone();
+        // The fallback is this node alone: a quorum of nodes means nothing to it (rule 21).
+        let mut alone = config.clone();
+        alone.quorum = 1;
         let local = CircuitBreaker::builder()
-            .config(config.clone())
+            .config(alone)
             .name(self.name.clone())
             .clock(self.clock.clone())
             .listener(move |event: &Event<'_>| {
@@ -377,6 +388,7 @@ impl<C: Clock + Clone> RedisBreakerBuilder<C> {
             last_news: AtomicU64::new(0),
             loop_handles: AtomicUsize::new(0),
             node: self.node.clone(),
+            local_open_until: AtomicU64::new(0),
         });
         if let Some(node) = &self.node {
             let weak: Weak<dyn Listening> = Arc::downgrade(&inner) as Weak<dyn Listening>;

@@ -173,6 +173,7 @@ impl<'de> Deserialize<'de> for RedisOptions {
                 ttl: table.ttl,
                 timeout: table.timeout,
                 probe_lease: table.probe_lease,
+                ..StoreOptions::default()
             },
             mode,
             fallback: table.fallback,

@@ -286,12 +286,16 @@ fn ms(name: &str, default: u64) -> Duration {
 /// until its time is up, then prints its report. Returns at once in a process that is
 /// not a worker.
 pub async fn worker_main() {
-    let (Ok(redis_url), Ok(dependency)) = (
+    let (Ok(redis_url), Ok(mut dependency)) = (
         std::env::var("BB_FLEET_REDIS"),
         std::env::var("BB_FLEET_DEP"),
     ) else {
         return;
     };
+    // A node with a broken network path: nothing listens on port 1 of the loopback.
+    if env_u64("BB_FLEET_BROKEN", 0) == 1 {
+        dependency = "127.0.0.1:1".to_string();
+    }
     let name = std::env::var("BB_FLEET_NAME").unwrap_or_else(|_| "fleet".to_string());
     let mode = if env_u64("BB_FLEET_STRICT", 0) == 1 {
         Mode::Strict
@@ -313,8 +317,12 @@ pub async fn worker_main() {
         .half_open_timeout(ms("BB_FLEET_HALF_OPEN_MS", 30_000))
         .max_probes(env_u64("BB_FLEET_MAX_PROBES", 1) as u32)
         .required_successes(env_u64("BB_FLEET_REQUIRED", 1) as u32)
+        .quorum(env_u64("BB_FLEET_QUORUM", 1) as u32)
         .build()
         .unwrap();
+    // Rule 21: local open phases of this node (the default node id is the process's).
+    let local_opens = Arc::new(AtomicU64::new(0));
+    let seen = local_opens.clone();
     let breaker = RedisBreaker::builder(redis_url, name)
         .config(config)
         .mode(mode)
@@ -324,6 +332,11 @@ pub async fn worker_main() {
         .backoff(Backoff {
             min: Duration::from_millis(20),
             max: Duration::from_millis(200),
+        })
+        .listener(move |e: &breakerbox::Event<'_>| {
+            if let breakerbox::EventKind::LocalOpened { .. } = e.kind {
+                seen.fetch_add(1, Ordering::Relaxed);
+            }
         })
         .build()
         .await
@@ -400,7 +413,7 @@ pub async fn worker_main() {
     let stats = breaker.stats();
     println!(
         "FLEET admitted={} probes={} rejected={} failed={} fallback={} blocked_ms={} \
-         outages={} repairs={} flushes={} redis_calls={} degraded={} phase={}",
+         outages={} repairs={} flushes={} redis_calls={} degraded={} local_opens={} phase={}",
         totals[0],
         totals[1],
         totals[2],
@@ -412,6 +425,7 @@ pub async fn worker_main() {
         stats.flushes,
         stats.redis_calls,
         u8::from(breaker.is_degraded()),
+        local_opens.load(Ordering::Relaxed),
         breaker.phase(),
     );
 }

@@ -113,6 +113,8 @@ impl<C: Clock> Builder<C> {
         call_timeout(timeout: Duration);
         /// See [`ConfigBuilder::probe_timeout`] (rule 22).
         probe_timeout(timeout: Duration);
+        /// See [`ConfigBuilder::quorum`] (rule 21; this engine refuses more than 1).
+        quorum(k: u32);
     }
 
     /// Starts from a ready config (later setters still apply on top of it).
@@ -156,9 +158,18 @@ impl<C: Clock> Builder<C> {
         }
     }
 
-    /// Validates the config and builds the breaker.
+    /// Validates the config and builds the breaker. A `quorum` above 1 is refused: this
+    /// engine is one node, whose failures could never make a quorum (rule 21; a quorum
+    /// is for shared breakers, e.g. breakerbox-redis).
     pub fn build(self) -> Result<CircuitBreaker<C>, ConfigError> {
         let config = self.config.build()?;
+        if config.has_quorum() {
+            return Err(ConfigError::new(
+                "quorum",
+                config.quorum,
+                "1: the in-memory engine is one node (a quorum is for shared breakers)",
+            ));
+        }
         let jitter = match self.jitter {
             Some(source) => Some(source),
             None if config.jitter > 0.0 => {

@@ -12,13 +12,18 @@ pub const MAX_PROBES: u32 = crate::breaker::layout::PROBE_COUNT_MASK as u32;
 /// The largest count window (65,535 calls): it bounds what a window keeps per breaker (the
 /// Redis engine's ring of outcomes, the in-memory engine's queue of recent failures).
 pub const MAX_COUNT_WINDOW: u32 = 65_535;
+/// The largest `quorum` (64, rule 21): a shared breaker keeps one entry per node that
+/// failed recently, at most `quorum` of them, so this bounds what it stores.
+pub const MAX_QUORUM: u32 = 64;
 
 /// What a [`ConfigError`] says is accepted for `max_probes` and `required_successes`.
 const PROBES_RANGE: &str = "1..=4095";
 /// What a [`ConfigError`] says is accepted for a count window's size.
 const COUNT_WINDOW_RANGE: &str = "count:N with N in 1..=65535";
+/// What a [`ConfigError`] says is accepted for `quorum`.
+const QUORUM_RANGE: &str = "1..=64";
 // The messages above spell the limits out; they must follow the limits.
-const _: () = assert!(MAX_PROBES == 4095 && MAX_COUNT_WINDOW == 65_535);
+const _: () = assert!(MAX_PROBES == 4095 && MAX_COUNT_WINDOW == 65_535 && MAX_QUORUM == 64);
 
 /// Builds a [`Config`]; every setter takes plain values and [`ConfigBuilder::build`]
 /// validates them all, naming the first bad field and its value.
@@ -39,6 +44,7 @@ pub struct ConfigBuilder {
     shadow: bool,
     call_timeout: Option<Duration>,
     probe_timeout: Option<Duration>,
+    quorum: Option<u32>,
 }
 
 /// Defaults, public so every engine and document agrees on them.
@@ -169,6 +175,16 @@ impl ConfigBuilder {
         self
     }
 
+    /// Rule 21, for shared breakers: a failure-driven trip (consecutive failures, failure
+    /// rate) opens the shared breaker only when at least `k` distinct nodes reported
+    /// failures within the window; a node whose failures alone meet the rule opens only
+    /// its own view (a local open). `1` (the default) is no quorum. At most
+    /// [`MAX_QUORUM`]. The in-memory engine is one node and refuses `k > 1`.
+    pub fn quorum(mut self, k: u32) -> Self {
+        self.quorum = Some(k);
+        self
+    }
+
     /// Validates and builds the config.
     pub fn build(self) -> Result<Config, ConfigError> {
         let failure_rate = self
@@ -240,6 +256,7 @@ impl ConfigBuilder {
             shadow: self.shadow,
             call_timeout: self.call_timeout,
             probe_timeout: self.probe_timeout,
+            quorum: self.quorum.unwrap_or(1),
         };
         validate(&config)?;
         Ok(config)
@@ -301,6 +318,9 @@ pub(crate) fn validate(c: &Config) -> Result<(), ConfigError> {
             c.required_successes,
             PROBES_RANGE,
         ));
+    }
+    if c.quorum == 0 || c.quorum > MAX_QUORUM {
+        return Err(ConfigError::new("quorum", c.quorum, QUORUM_RANGE));
     }
     if c.half_open_timeout.is_zero() {
         return Err(ConfigError::new(
@@ -419,6 +439,7 @@ impl From<Config> for ConfigBuilder {
             shadow: c.shadow,
             call_timeout: c.call_timeout,
             probe_timeout: c.probe_timeout,
+            quorum: Some(c.quorum),
         }
     }
 }

@@ -32,6 +32,7 @@ use crate::ConfigError;
 /// shadow = false                    # true: admit every call, count would-be rejections
 /// call_timeout = "2s"               # a call slower than this is a timeout failure
 /// probe_timeout = "500ms"           # ... and a half-open probe slower than this
+/// quorum = 1                        # shared breakers: nodes whose failures a trip needs
 /// ```
 ///
 /// A missing key takes the builder's default ([`defaults`](super::defaults)). Durations
@@ -145,6 +146,10 @@ pub struct ConfigFile {
         with = "keys::probe_timeout"
     )]
     pub probe_timeout: Option<Duration>,
+    /// Rule 21 (shared breakers): distinct nodes whose failures a failure-driven trip
+    /// needs (1..=64; 1 = no quorum).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quorum: Option<u32>,
 }
 
 impl ConfigFile {
@@ -208,6 +213,9 @@ impl ConfigFile {
         if let Some(t) = self.probe_timeout {
             b = b.probe_timeout(t);
         }
+        if let Some(k) = self.quorum {
+            b = b.quorum(k);
+        }
         b.build()
     }
 }
@@ -235,6 +243,7 @@ impl From<&Config> for ConfigFile {
             shadow: c.shadow.then_some(true),
             call_timeout: c.call_timeout,
             probe_timeout: c.probe_timeout,
+            quorum: c.has_quorum().then_some(c.quorum),
         }
     }
 }

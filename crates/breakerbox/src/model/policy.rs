@@ -71,3 +71,41 @@ pub fn evaluate_trip(config: &Config, streak: u32, counts: WindowCounts) -> Opti
     }
     None
 }
+
+/// Every rule that says "trip" (in [`evaluate_trip`]'s order: consecutive failures,
+/// failure rate, slow-call rate), for rule 21, which may refuse the first ones for want of
+/// a quorum.
+///
+/// ```
+/// use breakerbox::model::{fired_rules, TripReason, WindowCounts};
+/// use breakerbox::Config;
+///
+/// let config = Config::builder().consecutive_failures(2).failure_rate(0.5).count_window(4).min_calls(2).build().unwrap();
+/// let counts = WindowCounts { calls: 2, failures: 2, slow: 0 };
+/// let fired: Vec<_> = fired_rules(&config, 2, counts).collect();
+/// assert_eq!(fired, [TripReason::ConsecutiveFailures, TripReason::FailureRate]);
+/// ```
+pub fn fired_rules(
+    config: &Config,
+    streak: u32,
+    counts: WindowCounts,
+) -> impl Iterator<Item = TripReason> {
+    let consecutive = config.consecutive_failures.is_some_and(|n| streak >= n);
+    let rule = config
+        .rate
+        .as_ref()
+        .filter(|rule| counts.calls >= u64::from(rule.min_calls));
+    let failure = rule
+        .and_then(|r| r.failure_rate)
+        .is_some_and(|rate| rate.reached(counts.failures, counts.calls));
+    let slow = rule
+        .and_then(|r| r.slow_rate)
+        .is_some_and(|rate| rate.reached(counts.slow, counts.calls));
+    [
+        consecutive.then_some(TripReason::ConsecutiveFailures),
+        failure.then_some(TripReason::FailureRate),
+        slow.then_some(TripReason::SlowCallRate),
+    ]
+    .into_iter()
+    .flatten()
+}
