@@ -4,12 +4,11 @@
 //! of successes. Sending each as its own seven arguments made a second's batch (hundreds
 //! of outcomes) cost the client, the wire and Redis about a millisecond, and a failure
 //! queued behind it reached Redis that much later. A run of successes (or of ignores)
-//! of one generation, with the same slow-call class and the same side of the call
-//! deadline (rule 22), no retry hint and no lease token,
-//! is sent as one entry with a count; the script applies the entry once per outcome, so
+//! of one generation, with the same slow-call class, within the call deadline (rule 22: a
+//! late call is a failure to the scripts, and travels alone), no retry hint and no lease
+//! token, is sent as one entry with a count; the script applies the entry once per outcome, so
 //! the state is the same as for the outcomes sent one by one:
-//! - every outcome of a run is filed at the script's time and judged slow (and late) or
-//!   not alike;
+//! - every outcome of a run is filed at the script's time and judged slow or not alike;
 //! - a success ends the failure streak if it completed after the streak began (rule 19),
 //!   so of a run only the youngest completion matters, which the entry carries.
 
@@ -39,13 +38,15 @@ fn mergeable(o: &OutcomeArg) -> bool {
 
 /// The items as runs: like neighbours merged (see the module docs). `slow_us`: the
 /// slow-call threshold in microseconds, as the scripts compare it (`None`: none);
-/// `late_us`: a normal call's deadline (rule 22) likewise, so a run never mixes calls the
-/// scripts judge late with calls they do not.
+/// `late_us`: a normal call's deadline (rule 22) likewise: a call the scripts judge late is
+/// a failure to them, and failures are never merged (each one's age may move the streak's
+/// start, rule 19), so a late call always travels alone.
 fn runs(items: &[BatchItem], slow_us: Option<u64>, late_us: Option<u64>) -> Vec<Entry> {
     let over = |limit: Option<u64>, latency: Duration| {
         limit.is_some_and(|threshold| micros(latency) > threshold)
     };
-    let slow = |latency: Duration| (over(slow_us, latency), over(late_us, latency));
+    let slow = |latency: Duration| over(slow_us, latency);
+    let on_time = |latency: Duration| !over(late_us, latency);
     let mut out: Vec<Entry> = Vec::with_capacity(items.len().min(64));
     for item in items {
         if let (
@@ -58,6 +59,8 @@ fn runs(items: &[BatchItem], slow_us: Option<u64>, late_us: Option<u64>) -> Vec<
         {
             if mergeable(run)
                 && mergeable(o)
+                && on_time(run.latency)
+                && on_time(o.latency)
                 && run.verdict == o.verdict
                 && run.generation == o.generation
                 && slow(run.latency) == slow(o.latency)
@@ -181,9 +184,10 @@ mod tests {
     }
 
     #[test]
-    fn a_call_past_its_deadline_never_merges_with_one_in_time() {
+    fn a_call_past_its_deadline_is_never_merged() {
         let items = [
             outcome(Verdict::Success, 0, 0),
+            outcome(Verdict::Success, 4_000, 0),
             outcome(Verdict::Success, 5_001, 0),
             outcome(Verdict::Success, 5_002, 0),
             outcome(Verdict::Success, 5_000, 0),
@@ -192,8 +196,15 @@ mod tests {
             .iter()
             .map(|e| e.count)
             .collect();
-        assert_eq!(counts, [1, 2, 1]);
+        assert_eq!(counts, [2, 1, 1, 1]);
         assert_eq!(runs(&items, None, None).len(), 1);
+        // Late ignores are failures to the scripts: each keeps its own age (rule 19).
+        let late = [
+            outcome(Verdict::Ignore, 20_000, 1),
+            outcome(Verdict::Ignore, 20_000, 0),
+        ];
+        let entries = runs(&late, None, Some(19_999));
+        assert_eq!(entries.len(), 2);
     }
 
     #[test]
