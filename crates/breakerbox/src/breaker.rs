@@ -6,6 +6,7 @@ mod engine;
 mod lanes;
 pub(crate) mod layout;
 mod padded;
+mod ramp;
 mod streak;
 mod thread_slot;
 mod time_window;
@@ -301,6 +302,7 @@ impl<C: Clock> CircuitBreaker<C> {
             stale_results: engine.stale.load(Ordering::Relaxed),
             shadow: engine.shadow.load(Ordering::Relaxed),
             shadow_rejections: engine.shadow_rejections.load(Ordering::Relaxed),
+            ramp: engine.ramp_now(w, now),
         }
     }
 

@@ -8,6 +8,7 @@ mod builder;
 mod duration;
 #[cfg(feature = "serde")]
 mod file;
+mod ramp;
 mod rate;
 #[cfg(feature = "serde")]
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
@@ -18,6 +19,7 @@ pub use builder::{defaults, ConfigBuilder, MAX_COUNT_WINDOW, MAX_PROBES};
 pub use duration::{parse_duration, HumanDuration};
 #[cfg(feature = "serde")]
 pub use file::ConfigFile;
+pub use ramp::{ramp_admits, Ramp, MAX_RAMP_DURATION, RAMP_STEP};
 pub use rate::Rate;
 pub use window::{WindowKind, DEFAULT_TIME_BUCKETS};
 
@@ -88,6 +90,10 @@ pub struct Config {
     /// rejection. Switch it at runtime with `set_shadow` (a shared engine's stored switch,
     /// once set, wins over this initial value).
     pub shadow: bool,
+    /// Rule 23: gradual recovery. After half-open closes, admit a fraction of calls that
+    /// grows from `ramp.start` to all of them over `ramp.duration`; the others are
+    /// rejected with [`RejectReason::Ramp`](crate::RejectReason::Ramp). `None`: close at once.
+    pub ramp: Option<Ramp>,
 }
 
 impl Config {

@@ -111,7 +111,7 @@ pub use clock::{Clock, ManualClock, MonotonicClock, Nanos};
 pub use config::{Config, ConfigBuilder, Rate};
 #[cfg(not(loom))]
 pub use contract::{Breaker, BreakerPermit};
-pub use error::{CallError, CircuitOpen, ConfigError};
+pub use error::{CallError, CircuitOpen, ConfigError, RejectReason};
 pub use events::{emit_event, Event, EventKind, Listener};
 pub use jitter::{JitterSource, SplitMix};
 pub use judge::{DefaultJudge, FnJudge, Judge, SlowerThan};

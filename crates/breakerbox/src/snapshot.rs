@@ -52,12 +52,15 @@ pub struct Snapshot {
     pub shadow: bool,
     /// Rule 20: calls admitted in shadow mode that would have been rejected.
     pub shadow_rejections: u64,
+    /// Rule 23: while closed and ramping up after a recovery, the fraction of calls
+    /// admitted now; `None` otherwise.
+    pub ramp: Option<crate::Rate>,
 }
 
 impl Snapshot {
     /// A snapshot of breaker `name` in `phase` and `generation`, with every other field
     /// empty: no window counts, no rates, no runs or probes, no trips, no `retry_after`,
-    /// no stale results, not in shadow mode.
+    /// no stale results, not in shadow mode, no ramp.
     pub fn new(name: impl Into<String>, phase: Phase, generation: u64) -> Snapshot {
         Snapshot {
             name: name.into(),
@@ -74,6 +77,7 @@ impl Snapshot {
             stale_results: 0,
             shadow: false,
             shadow_rejections: 0,
+            ramp: None,
         }
     }
 

@@ -51,6 +51,8 @@ struct CaseConfig {
     min_calls: u32,
     /// Start in shadow mode (rule 20).
     shadow: bool,
+    /// Rule 23: a ramp after recovery (start fraction, duration).
+    ramp: Option<(f64, Duration)>,
 }
 
 #[derive(Copy, Clone, Debug)]
@@ -75,6 +77,10 @@ impl CaseConfig {
             .max_probes(self.max_probes)
             .required_successes(self.required_successes)
             .shadow(self.shadow);
+        let base = match self.ramp {
+            Some((start, duration)) => base.ramp(start, duration),
+            None => base,
+        };
         match self.family {
             Family::Consecutive => base.consecutive_failures(self.n),
             Family::CountRateAndSlow => base
@@ -112,17 +118,32 @@ fn case_config() -> impl Strategy<Value = CaseConfig> {
         1..=6u32,
         1..=6u32,
         prop::bool::weighted(0.25),
+        ramp(),
     )
         .prop_map(
-            |(family, max_probes, required_successes, n, min_calls, shadow)| CaseConfig {
+            |(family, max_probes, required_successes, n, min_calls, shadow, ramp)| CaseConfig {
                 family,
                 max_probes,
                 required_successes,
                 n,
                 min_calls,
                 shadow,
+                ramp,
             },
         )
+}
+
+/// Rule 23: no ramp, or one of a few (a start of 1 admits everything but still keeps the
+/// trips until it ends).
+fn ramp() -> impl Strategy<Value = Option<(f64, Duration)>> {
+    prop_oneof![
+        3 => Just(None),
+        1 => Just(Some((0.1, Duration::from_secs(2)))),
+        1 => Just(Some((0.5, Duration::from_millis(500)))),
+        1 => Just(Some((1.0, Duration::from_secs(1)))),
+        1 => (1..=1_000_000u32, 1..3_000u64)
+            .prop_map(|(ppm, ms)| Some((f64::from(ppm) / 1e6, Duration::from_millis(ms)))),
+    ]
 }
 
 // ----- operations ----------------------------------------------------------------------------
@@ -283,10 +304,22 @@ fn next_deadline(model: &ModelState, config: &Config, now: Nanos) -> Option<Nano
         Phase::ForcedOpen | Phase::Disabled if model.open_until != Nanos::MAX => {
             Some(model.open_until)
         }
-        Phase::Closed => config
-            .rate
-            .and_then(|rule| rule.window.bucket_width())
-            .map(|width| Nanos((now.0 / width.0 + 1) * width.0)),
+        Phase::Closed => {
+            let edge = config
+                .rate
+                .and_then(|rule| rule.window.bucket_width())
+                .map(|width| Nanos((now.0 / width.0 + 1) * width.0));
+            // Rule 23: the end of a ramp is a deadline too.
+            let ramp_end = model
+                .ramp_started
+                .zip(config.ramp)
+                .map(|(started, ramp)| started.saturating_add(ramp.duration.into()))
+                .filter(|end| *end > now);
+            match (edge, ramp_end) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            }
+        }
         _ => None,
     }
 }
@@ -580,6 +613,7 @@ fn compare(
         snap.stale_results,
         snap.shadow,
         snap.shadow_rejections,
+        snap.ramp,
     );
     let expected = (
         model.phase,
@@ -601,12 +635,13 @@ fn compare(
         stale,
         model.shadow,
         model.shadow_rejections,
+        model.ramp_fraction(now, config),
     );
     prop_assert_eq!(
         engine,
         expected,
         "step {} ({:?}) at {:?}: (phase, generation, in flight, probe successes, trips, \
-         streak, window, retry_after, stale, shadow, shadow rejections) differ; model: {:?}",
+         streak, window, retry_after, stale, shadow, shadow rejections, ramp) differ; model: {:?}",
         index,
         op,
         now,
@@ -635,6 +670,7 @@ fn fixed(family: Family, n: u32, min_calls: u32, ops: Vec<Op>) -> Case {
             n,
             min_calls,
             shadow: false,
+            ramp: None,
         },
         start: Nanos(5),
         ops: ops.into_iter().map(|op| (op, 0.0)).collect(),

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::{Config, HumanDuration, Rate, RateRule, WindowKind};
+use super::{Config, HumanDuration, Ramp, Rate, RateRule, WindowKind};
 use crate::ConfigError;
 
 /// The largest `max_probes` or `required_successes` (4095): the in-memory engine counts
@@ -37,6 +37,7 @@ pub struct ConfigBuilder {
     required_successes: Option<u32>,
     half_open_timeout: Option<Duration>,
     shadow: bool,
+    ramp: Option<(f64, Duration)>,
 }
 
 /// Defaults, public so every engine and document agrees on them.
@@ -149,6 +150,24 @@ impl ConfigBuilder {
         self
     }
 
+    /// Recovers gradually (rule 23): after half-open closes, admit the fraction `start`
+    /// (in (0, 1]) of calls, growing linearly to all of them over `duration` (above zero,
+    /// at most an hour); the others are rejected with
+    /// [`RejectReason::Ramp`](crate::RejectReason::Ramp).
+    ///
+    /// ```
+    /// use breakerbox::Config;
+    /// use std::time::Duration;
+    /// let config = Config::builder().ramp(0.1, Duration::from_secs(30)).build().unwrap();
+    /// assert_eq!(config.ramp.unwrap().start.ppm(), 100_000);
+    /// let err = Config::builder().ramp(1.5, Duration::from_secs(30)).build().unwrap_err();
+    /// assert_eq!(err.field(), "ramp_start");
+    /// ```
+    pub fn ramp(mut self, start: f64, duration: Duration) -> Self {
+        self.ramp = Some((start, duration));
+        self
+    }
+
     /// Validates and builds the config.
     pub fn build(self) -> Result<Config, ConfigError> {
         let failure_rate = self
@@ -202,6 +221,10 @@ impl ConfigBuilder {
         let recovery_timeout = self.recovery_timeout.unwrap_or(defaults::RECOVERY_TIMEOUT);
         let (backoff_multiplier, max_open_duration) =
             self.backoff.unwrap_or((1.0, recovery_timeout));
+        let ramp = self
+            .ramp
+            .map(|(start, duration)| Ramp::new(start, duration))
+            .transpose()?;
         let config = Config {
             consecutive_failures,
             rate,
@@ -218,6 +241,7 @@ impl ConfigBuilder {
                 .half_open_timeout
                 .unwrap_or(defaults::HALF_OPEN_TIMEOUT),
             shadow: self.shadow,
+            ramp,
         };
         validate(&config)?;
         Ok(config)
@@ -286,6 +310,9 @@ pub(crate) fn validate(c: &Config) -> Result<(), ConfigError> {
             "0s",
             "a duration above zero",
         ));
+    }
+    if let Some(ramp) = &c.ramp {
+        ramp.validate()?;
     }
     Ok(())
 }
@@ -357,6 +384,7 @@ impl From<Config> for ConfigBuilder {
             required_successes: Some(c.required_successes),
             half_open_timeout: Some(c.half_open_timeout),
             shadow: c.shadow,
+            ramp: c.ramp.map(|r| (r.start.as_f64(), r.duration)),
         }
     }
 }

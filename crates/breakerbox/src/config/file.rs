@@ -30,6 +30,8 @@ use crate::ConfigError;
 /// required_successes = 2            # probe successes that close
 /// half_open_timeout = "30s"         # half-open not confirmed by then re-opens
 /// shadow = false                    # true: admit every call, count would-be rejections
+/// ramp_start = 0.1                  # after recovery admit 10% of calls...
+/// ramp_duration = "30s"             # ...growing to all of them over 30 s (both or neither)
 /// ```
 ///
 /// A missing key takes the builder's default ([`defaults`](super::defaults)). Durations
@@ -128,6 +130,18 @@ pub struct ConfigFile {
     /// Start in shadow mode (rule 20): admit every call, count would-be rejections.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shadow: Option<bool>,
+    /// Rule 23: after half-open closes, admit this fraction of calls (in (0, 1]) at
+    /// first; requires `ramp_duration`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ramp_start: Option<f64>,
+    /// Rule 23: how long the admitted fraction takes to grow to all calls; requires
+    /// `ramp_start`.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "keys::ramp_duration"
+    )]
+    pub ramp_duration: Option<Duration>,
 }
 
 impl ConfigFile {
@@ -185,6 +199,24 @@ impl ConfigFile {
         if let Some(on) = self.shadow {
             b = b.shadow(on);
         }
+        match (self.ramp_start, self.ramp_duration) {
+            (Some(start), Some(duration)) => b = b.ramp(start, duration),
+            (Some(_), None) => {
+                return Err(ConfigError::new(
+                    "ramp_duration",
+                    "none",
+                    "a duration, required when ramp_start is set",
+                ))
+            }
+            (None, Some(_)) => {
+                return Err(ConfigError::new(
+                    "ramp_start",
+                    "none",
+                    "a fraction in (0, 1], required when ramp_duration is set",
+                ))
+            }
+            (None, None) => {}
+        }
         b.build()
     }
 }
@@ -210,6 +242,8 @@ impl From<&Config> for ConfigFile {
             required_successes: Some(c.required_successes),
             half_open_timeout: Some(c.half_open_timeout),
             shadow: c.shadow.then_some(true),
+            ramp_start: c.ramp.map(|r| r.start.as_f64()),
+            ramp_duration: c.ramp.map(|r| r.duration),
         }
     }
 }

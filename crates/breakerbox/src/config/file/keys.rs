@@ -38,6 +38,7 @@ duration_key!(slow_call_threshold);
 duration_key!(recovery_timeout);
 duration_key!(max_open_duration);
 duration_key!(half_open_timeout);
+duration_key!(ramp_duration);
 
 /// The `window` key: `count:N`, `time:DURATION` or `time:DURATION/BUCKETS`.
 pub(super) mod window {
