@@ -49,6 +49,7 @@ mod scenarios {
     mod half_open;
     pub(crate) mod in_memory;
     mod manual;
+    mod ramp;
     mod registry;
     mod shadow;
     pub(crate) mod support;
@@ -60,6 +61,7 @@ mod scenarios {
         pub(crate) mod closed;
         pub(crate) mod half_open;
         pub(crate) mod manual;
+        pub(crate) mod ramp;
         pub(crate) mod shadow;
     }
 }
