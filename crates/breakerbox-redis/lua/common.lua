@@ -75,9 +75,10 @@ local function now_us()
 end
 
 -- cf, wk, wsize, wwidth, wbuckets, fppm, sppm, minc, slow, rec, mult, maxo, jit, maxp, reqs, hot,
--- lease, shadow. cf/fppm/sppm 0 = rule absent; slow -1 = no threshold; wk is n (none), c
--- (count) or t (time); lease is a probe slot's lease in microseconds; shadow 1 = the
--- config starts in shadow mode (rule 20; the stored switch, once set, wins).
+-- lease, shadow, rppm, rdur. cf/fppm/sppm 0 = rule absent; slow -1 = no threshold; wk is n
+-- (none), c (count) or t (time); lease is a probe slot's lease in microseconds; shadow 1 =
+-- the config starts in shadow mode (rule 20; the stored switch, once set, wins); rppm 0 =
+-- no ramp, else the ramp's start fraction in ppm and rdur its duration in us (rule 23).
 local function parse_config(s)
   local f = {}
   for part in string.gmatch(s, '([^,]+)') do f[#f + 1] = part end
@@ -89,6 +90,7 @@ local function parse_config(s)
     maxp = tonumber(f[14]), reqs = tonumber(f[15]), hot = tonumber(f[16]),
     lease = tonumber(f[17]) or 2000000,
     shadow = f[18] == '1',
+    rppm = tonumber(f[19]) or 0, rdur = tonumber(f[20]) or 0,
   }
   c.wsig = c.wk .. ':' .. f[3] .. ':' .. f[4] .. ':' .. f[5]
   return c
@@ -144,14 +146,14 @@ end
 local FORMAT = '2'
 local FIELDS = { 'v', 'phase', 'gen', 'since', 'until', 'trips', 'inflight', 'psucc',
   'streak', 'rpos', 'rlen', 'cc', 'cf', 'cs', 'we', 'exp', 'ver', 'inc', 'wsig', 'leases',
-  'ss', 'shadow', 'shrej' }
-local WSIG_AT, LEASES_AT, SS_AT, SHADOW_AT, SHREJ_AT = 19, 20, 21, 22, 23
+  'ss', 'shadow', 'shrej', 'rs', 'rn' }
+local WSIG_AT, LEASES_AT, SS_AT, SHADOW_AT, SHREJ_AT, RS_AT, RN_AT = 19, 20, 21, 22, 23, 24, 25
 
 local function fresh()
   return { phase = CLOSED, gen = 0, since = 0, till = 0, trips = 0, inflight = 0,
     psucc = 0, streak = 0, ss = 0, rpos = 0, rlen = 0, cc = 0, cf = 0, cs = 0, we = 0, exp = -1,
     ver = 0, inc = 0, wsig = C.wsig, leases = {}, exists = false,
-    shadow = C.shadow, shraw = nil, shrej = 0 }
+    shadow = C.shadow, shraw = nil, shrej = 0, rs = nil, rn = 0 }
 end
 
 -- "token:deadline,..." -> { {tok = "token", dl = deadline}, ... }, or nil if malformed.
@@ -237,6 +239,16 @@ local function load()
   if v[SHREJ_AT] ~= false then
     S.shrej = nonneg(v[SHREJ_AT])
     if S.shrej == nil then return nil, 'field shrej is ' .. tostring(v[SHREJ_AT]) end
+  end
+  -- Rule 23: `rs` (when the ramp began, -1 or absent for none) and `rn` (its acquires).
+  S.rs, S.rn = nil, 0
+  if v[RS_AT] ~= false and v[RS_AT] ~= '-1' then
+    S.rs = nonneg(v[RS_AT])
+    if S.rs == nil then return nil, 'field rs is ' .. tostring(v[RS_AT]) end
+  end
+  if v[RN_AT] ~= false then
+    S.rn = nonneg(v[RN_AT])
+    if S.rn == nil then return nil, 'field rn is ' .. tostring(v[RN_AT]) end
   end
   if #S.leases ~= S.inflight then
     return nil, 'field inflight is ' .. S.inflight .. ' for ' .. #S.leases .. ' leases'
@@ -395,6 +407,42 @@ local function clear_probes(S)
   S.leases = {}
 end
 
+-- Rule 23, the ramp (model/ramp.rs): any phase change ends it.
+local function end_ramp(S)
+  S.rs = nil
+  S.rn = 0
+end
+
+-- The fraction (ppm) the ramp admits at `now`, or nil when none is active.
+local function ramp_fraction(S, now)
+  if S.rs == nil or C.rppm == 0 then return nil end
+  local e = math.max(0, now - S.rs)
+  if e >= C.rdur then return nil end
+  return C.rppm + idiv((1000000 - C.rppm) * e, C.rdur)
+end
+
+-- A ramp over at `now` ends, and the recovery is complete: `trips` resets.
+local function settle_ramp(S, now)
+  if S.rs ~= nil and ramp_fraction(S, now) == nil then
+    end_ramp(S)
+    S.trips = 0
+    S.dirty = true
+  end
+end
+
+-- An acquire in closed: the n-th acquire of an active ramp passes iff
+-- (n mod 10^6) * 618031 mod 10^6 < the fraction (breakerbox::config::ramp_admits).
+local function ramp_admits(S, now)
+  settle_ramp(S, now)
+  local f = ramp_fraction(S, now)
+  if f == nil then return true end
+  local n = S.rn
+  S.rn = n + 1
+  S.dirty = true
+  local x = (n - idiv(n, 1000000) * 1000000) * 618031
+  return x - idiv(x, 1000000) * 1000000 < f
+end
+
 local function reopen(S, now, reason, hint)
   local from = S.phase
   S.trips = S.trips + 1
@@ -403,6 +451,7 @@ local function reopen(S, now, reason, hint)
   S.since = now
   S.till = now + open_duration_hinted(S.trips, R, hint)
   clear_probes(S)
+  end_ramp(S)
   return transition(S, from, reason)
 end
 
@@ -415,6 +464,7 @@ local function enter_closed(S, now)
   S.streak = 0
   S.ss = 0
   window_reset(S)
+  end_ramp(S)
 end
 
 -- Probe leases: a slot whose lease deadline is not after `now` is free again.
@@ -469,7 +519,11 @@ local function acquire(S, now, tok)
     S.till = 0
     transition(S, from, 'cooldown_elapsed')
   end
-  if S.phase == CLOSED then return { 'admit', S.gen, NORMAL, '0' } end
+  if S.phase == CLOSED then
+    if ramp_admits(S, now) then return { 'admit', S.gen, NORMAL, '0' } end
+    -- Rule 23: the only rejection in closed, with no retry-after.
+    return { 'reject', CLOSED, -1, '0' }
+  end
   if S.phase == DISABLED then return { 'admit', S.gen, PASS, '0' } end
   if S.phase == HALF then
     if S.inflight < C.maxp then
@@ -520,7 +574,10 @@ local function outcome(S, gen, kind, verdict, latency, now, hint, tok, age)
     streak_after(S, failed, math.max(0, now - (age or 0)), now)
     window_record(S, failed, slow, now)
     local reason = evaluate_trip(S, now)
-    if reason then reopen(S, now, reason, hint) end
+    if reason then
+      settle_ramp(S, now)
+      reopen(S, now, reason, hint)
+    end
     return 'recorded'
   elseif S.phase == HALF and kind == PROBE then
     if verdict == SUCCESS and is_slow(latency) then verdict = FAILURE end
@@ -530,7 +587,12 @@ local function outcome(S, gen, kind, verdict, latency, now, hint, tok, age)
       S.psucc = S.psucc + 1
       if S.psucc >= C.reqs then
         enter_closed(S, now)
-        S.trips = 0
+        -- Rule 23: a ramp begins; `trips` is kept until it ends.
+        if C.rppm > 0 then
+          S.rs = now
+        else
+          S.trips = 0
+        end
         transition(S, HALF, 'probes_succeeded')
       end
     end
@@ -561,6 +623,7 @@ local function manual(S, to, till, now, reason)
   S.since = now
   S.till = till
   clear_probes(S)
+  end_ramp(S)
   transition(S, from, reason)
 end
 
@@ -579,7 +642,8 @@ local function save(S, now)
     'psucc', fmt(S.psucc), 'streak', fmt(S.streak), 'ss', fmt(S.ss), 'rpos', fmt(S.rpos),
     'rlen', fmt(S.rlen), 'cc', fmt(S.cc), 'cf', fmt(S.cf), 'cs', fmt(S.cs),
     'we', fmt(S.we), 'wsig', S.wsig, 'exp', fmt(S.exp), 'ver', fmt(S.ver),
-    'inc', fmt(S.inc), 'leases', encode_leases(S.leases), 'shrej', fmt(S.shrej) }
+    'inc', fmt(S.inc), 'leases', encode_leases(S.leases), 'shrej', fmt(S.shrej),
+    'rs', fmt(S.rs or -1), 'rn', fmt(S.rn) }
   if S.shraw ~= nil then
     args[#args + 1] = 'shadow'
     args[#args + 1] = S.shraw
@@ -611,7 +675,8 @@ local function save(S, now)
 end
 
 -- The reply: { 4 head items, phase, gen, since, until, trips, inflight, psucc, streak,
---              ss, ver, inc, now, shadow (0/1), shrej, #transitions,
+--              ss, ver, inc, now, shadow (0/1), shrej, ramp start (-1: none), ramp
+--              acquires, #transitions,
 --              (from, to, gen, reason)... }
 local function answer(S, now, head)
   local out = {}
@@ -619,7 +684,7 @@ local function answer(S, now, head)
   local till = S.till
   if till == NEVER then till = -1 end
   local tail = { S.phase, S.gen, S.since, till, S.trips, S.inflight, S.psucc, S.streak,
-    S.ss, S.ver, S.inc, now, S.shadow and 1 or 0, S.shrej, #transitions }
+    S.ss, S.ver, S.inc, now, S.shadow and 1 or 0, S.shrej, S.rs or -1, S.rn, #transitions }
   for _, v in ipairs(tail) do out[#out + 1] = v end
   for _, t in ipairs(transitions) do
     out[#out + 1] = t[1]

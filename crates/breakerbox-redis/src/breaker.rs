@@ -20,7 +20,7 @@ use std::time::Duration;
 use breakerbox::model::WindowCounts;
 use breakerbox::{
     CallError, CircuitBreaker, CircuitOpen, Clock, Config, DefaultJudge, Event, EventKind,
-    JitterSource, Judge, Listener, MonotonicClock, Nanos, Phase, Snapshot, Verdict,
+    JitterSource, Judge, Listener, MonotonicClock, Nanos, Phase, Rate, Snapshot, Verdict,
 };
 use tokio::sync::Notify;
 
@@ -367,6 +367,17 @@ impl<C: Clock + Clone> Inner<C> {
     }
 }
 
+/// Rule 23: the fraction the stored ramp admits at Redis time `now_us`, if one is active.
+fn ramp_now(config: &Config, s: &crate::wire::StoredState, now_us: u64) -> Option<Rate> {
+    let (ramp, started) = (config.ramp?, s.ramp_started_us?);
+    if s.phase != Phase::Closed {
+        return None;
+    }
+    let elapsed = Nanos(now_us.saturating_sub(started).saturating_mul(1_000));
+    ramp.fraction_ppm(elapsed)
+        .and_then(|ppm| Rate::from_ppm(ppm).ok())
+}
+
 fn micros_to_duration(us: u64) -> Duration {
     Duration::from_micros(us)
 }
@@ -597,6 +608,7 @@ impl<C: Clock + Clone> RedisBreaker<C> {
         snapshot.stale_results = inner.stats.stale.load(Ordering::Relaxed);
         snapshot.shadow = s.shadow;
         snapshot.shadow_rejections = s.shadow_rejections;
+        snapshot.ramp = ramp_now(&inner.config, s, reply.now_us);
         Ok(snapshot)
     }
 

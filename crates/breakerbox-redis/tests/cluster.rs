@@ -29,6 +29,7 @@ mod scenarios {
         pub(crate) mod closed;
         pub(crate) mod half_open;
         pub(crate) mod manual;
+        pub(crate) mod ramp;
         pub(crate) mod shadow;
     }
 }

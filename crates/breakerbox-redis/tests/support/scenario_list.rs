@@ -56,6 +56,13 @@ macro_rules! with_shared_scenarios {
                 a_dropped_permit_after_disable_expiry_closes_the_breaker,
                 reset_always_starts_a_fresh_closed_generation,
             ]
+            ramp: [
+                ramp_admits_the_stated_fraction_at_stated_times,
+                the_ramp_ends_at_all_calls,
+                only_a_close_from_half_open_ramps,
+                a_trip_during_the_ramp_reopens_and_keeps_backing_off,
+                shadow_admits_what_the_ramp_would_reject,
+            ]
             shadow: [
                 shadow_trips_as_usual_but_admits_and_counts_would_be_rejections,
                 shadow_keeps_the_half_open_probe_limit_and_its_transitions,
