@@ -109,6 +109,8 @@ impl<C: Clock> Builder<C> {
         half_open_timeout(timeout: Duration);
         /// See [`ConfigBuilder::shadow`] (rule 20).
         shadow(on: bool);
+        /// See [`ConfigBuilder::ramp`] (rule 23).
+        ramp(start: f64, duration: Duration);
     }
 
     /// Starts from a ready config (later setters still apply on top of it).
