@@ -97,6 +97,7 @@ fn entry(listed: &Listed, snapshot: Result<Snapshot, String>) -> Value {
             entry.insert("stale_results".into(), json!(s.stale_results));
             entry.insert("shadow".into(), json!(s.shadow));
             entry.insert("shadow_rejections".into(), json!(s.shadow_rejections));
+            entry.insert("ramp".into(), json!(s.ramp.map(|r| r.as_f64())));
         }
         Err(error) => {
             entry.insert("phase".into(), json!(breaker.phase().as_str()));
