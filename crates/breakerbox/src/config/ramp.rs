@@ -90,7 +90,7 @@ pub const RAMP_STEP: u64 = 618_031;
 /// ```
 /// use breakerbox::config::ramp_admits;
 /// let admitted = (0..1000).filter(|&n| ramp_admits(n, 100_000)).count();
-/// assert_eq!(admitted, 100);
+/// assert_eq!(admitted, 101);
 /// assert!(ramp_admits(0, 1));
 /// assert!((0..1000).all(|n| ramp_admits(n, 1_000_000)));
 /// ```
