@@ -85,7 +85,8 @@ fn duration_arg(text: &str) -> Result<Duration, String> {
 }
 
 /// The demo's breaker when no config is given: trips on 5 failures in a row or half of
-/// the last 20 calls, stays open a twelfth of the run, closes after 3 good probes.
+/// the last 20 calls, stays open a twelfth of the run, closes after 3 good probes, then
+/// ramps from 10% of the calls to all of them over a tenth of the run (rule 23).
 fn default_config(total: Duration) -> anyhow::Result<Config> {
     let recovery = (total / 12).clamp(Duration::from_millis(250), Duration::from_secs(5));
     Ok(Config::builder()
@@ -97,6 +98,10 @@ fn default_config(total: Duration) -> anyhow::Result<Config> {
         .max_probes(1)
         .required_successes(3)
         .half_open_timeout(Duration::from_secs(3))
+        .ramp(
+            0.1,
+            (total / 10).clamp(Duration::from_millis(500), Duration::from_secs(10)),
+        )
         .build()?)
 }
 
@@ -144,8 +149,16 @@ fn describe(config: &Config) -> String {
             ));
         }
     }
+    let ramp = match config.ramp {
+        Some(r) => format!(
+            "; then {}% of calls, growing to all over {}",
+            r.start.ppm() / 10_000,
+            HumanDuration(r.duration)
+        ),
+        None => String::new(),
+    };
     format!(
-        "breaker: trips on {}; open {}; {} probe success(es) close it",
+        "breaker: trips on {}; open {}; {} probe success(es) close it{ramp}",
         rules.join(" or "),
         HumanDuration(config.recovery_timeout),
         config.required_successes

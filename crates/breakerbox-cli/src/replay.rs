@@ -205,6 +205,13 @@ fn write_text(out: &mut impl Write, summary: &Summary, args: &ReplayArgs) -> std
         "  calls rejected             {:>8}   ({} of them would have failed)",
         s.rejected, s.rejected_would_fail
     )?;
+    if s.ramp_rejections > 0 {
+        writeln!(
+            out,
+            "  of them by the ramp        {:>8}   (closed, admitting a growing share after recovery)",
+            s.ramp_rejections
+        )?;
+    }
     if s.shadow_rejections > 0 {
         writeln!(
             out,

@@ -82,6 +82,23 @@ fn the_breaker_spares_the_failing_upstream_and_the_callers_time() {
 }
 
 #[test]
+fn the_recovery_phase_ramps_the_calls_back_up() {
+    let output = run(&["demo", "--duration", "16s", "--json"]);
+    assert_ok(&output);
+    let text = stdout(&output);
+    assert!(
+        text.contains("then 10% of calls, growing to all over 1.6s"),
+        "{text}"
+    );
+    assert!(text.contains("closed (ramp "), "no ramping row in:\n{text}");
+    let s = summary(&text);
+    let with = group(&s, "with breaker");
+    let ramped = n(with, "ramp_rejected");
+    assert!(ramped > 0.0 && ramped < n(with, "rejected"), "{s}");
+    assert!(group(&s, "without breaker")["ramp_rejected"] == 0, "{s}");
+}
+
+#[test]
 fn the_text_summary_compares_both_groups() {
     let output = run(&["demo", "--duration", "6s", "--rate", "20"]);
     assert_ok(&output);

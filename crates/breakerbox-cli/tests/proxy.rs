@@ -667,3 +667,44 @@ fn in_shadow_mode_the_breaker_trips_but_clients_still_reach_the_upstream_and_sta
     assert_eq!(get(proxy.addr, "/payments/charge").status, 503);
     assert_eq!(upstream.count(), 8);
 }
+
+#[test]
+fn after_a_recovery_a_growing_share_of_requests_reaches_the_upstream() {
+    let upstream = Upstream::start();
+    upstream.answer(500, "boom");
+    let dir = temp_dir("ramp");
+    let proxy = ProxyProcess::start(
+        &dir,
+        &one_upstream(
+            &upstream,
+            "consecutive_failures = 1\nrecovery_timeout = \"300ms\"\nrequired_successes = 1\nramp_start = 0.1\nramp_duration = \"4s\"",
+            "",
+        ),
+    );
+    assert_eq!(get(proxy.addr, "/payments/charge").status, 500);
+    thread::sleep(Duration::from_millis(350));
+    upstream.answer(200, "ok");
+    assert_eq!(get(proxy.addr, "/payments/probe").status, 200, "the probe");
+    let b = &proxy.status()["breakers"]["payments"];
+    assert_eq!(b["phase"], "closed", "{b}");
+    assert!(b["ramp"].as_f64().is_some_and(|f| f < 0.5), "{b}");
+    // Three bursts of 50 requests: right after the close, half-way, after the ramp.
+    let mut reached = Vec::new();
+    for pause in [0, 2_000, 2_000] {
+        thread::sleep(Duration::from_millis(pause));
+        let before = upstream.count();
+        for i in 0..50 {
+            let reply = get(proxy.addr, &format!("/payments/{i}"));
+            if reply.status == 503 {
+                assert!(reply.body.contains("\"reason\":\"ramp\""), "{}", reply.body);
+            } else {
+                assert_eq!(reply.status, 200);
+            }
+        }
+        reached.push(upstream.count() - before);
+    }
+    assert!(
+        reached[0] < 25 && reached[0] < reached[1] && reached[2] == 50,
+        "requests that reached the upstream per burst: {reached:?}"
+    );
+}

@@ -266,3 +266,30 @@ fn calls_longer_than_the_call_timeout_are_replayed_as_timeouts() {
         "without the deadline, slow 200s are fine"
     );
 }
+
+/// The same outage with a ramp of 10% over 1 s (rule 23): the close at 16.085 s begins it,
+/// so the 100 calls of 16.090..=17.080 s are the ramp's, the k-th (from 0) at a fraction
+/// of 10.45% + 0.9% * k; worked out with `ramp_admits`, 44 of them are turned away. The
+/// outage itself replays as before (600 rejected while open).
+#[test]
+fn a_ramp_after_the_outage_turns_away_a_shrinking_share_and_says_so() {
+    let dir = scratch("ramp-outage");
+    let config = file(
+        &dir,
+        "config.toml",
+        &format!("{CONFIG}ramp_start = 0.1\nramp_duration = \"1s\"\n"),
+    );
+    let trace = file(&dir, "trace.csv", &outage_trace());
+    let v = json(&run(&["replay", "--config", &config, &trace, "--json"]));
+    assert_eq!(
+        (&v["trips"], &v["reopens"], &v["closes"]),
+        (&1.into(), &2.into(), &1.into())
+    );
+    assert_eq!(v["ramp_rejections"], 44);
+    assert_eq!(v["rejected"], 644);
+    let text = stdout(&run(&["replay", "--config", &config, &trace]));
+    assert!(
+        text.contains("of them by the ramp              44"),
+        "{text}"
+    );
+}

@@ -76,11 +76,12 @@ local function now_us()
 end
 
 -- cf, wk, wsize, wwidth, wbuckets, fppm, sppm, minc, slow, rec, mult, maxo, jit, maxp, reqs, hot,
--- lease, shadow, cdl, pdl, quorum. cf/fppm/sppm 0 = rule absent; slow -1 = no threshold; wk
--- is n (none), c (count) or t (time); lease is a probe slot's lease in microseconds; shadow
--- 1 = the config starts in shadow mode (rule 20; the stored switch, once set, wins); cdl
--- and pdl are the deadlines (us, -1 none) of a normal call and of a probe (rule 22);
--- quorum is rule 21's K (1: none).
+-- lease, shadow, cdl, pdl, quorum, rppm, rdur. cf/fppm/sppm 0 = rule absent; slow -1 = no
+-- threshold; wk is n (none), c (count) or t (time); lease is a probe slot's lease in
+-- microseconds; shadow 1 = the config starts in shadow mode (rule 20; the stored switch,
+-- once set, wins); cdl and pdl are the deadlines (us, -1 none) of a normal call and of a
+-- probe (rule 22); quorum is rule 21's K (1: none); rppm 0 = no ramp, else the ramp's
+-- start fraction in ppm and rdur its duration in us (rule 23).
 local function parse_config(s)
   local f = {}
   for part in string.gmatch(s, '([^,]+)') do f[#f + 1] = part end
@@ -94,6 +95,7 @@ local function parse_config(s)
     shadow = f[18] == '1',
     cdl = tonumber(f[19]) or -1, pdl = tonumber(f[20]) or -1,
     quorum = math.max(1, tonumber(f[21]) or 1),
+    rppm = tonumber(f[22]) or 0, rdur = tonumber(f[23]) or 0,
   }
   c.wsig = c.wk .. ':' .. f[3] .. ':' .. f[4] .. ':' .. f[5]
   return c
@@ -158,14 +160,14 @@ end
 local FORMAT = '2'
 local FIELDS = { 'v', 'phase', 'gen', 'since', 'until', 'trips', 'inflight', 'psucc',
   'streak', 'rpos', 'rlen', 'cc', 'cf', 'cs', 'we', 'exp', 'ver', 'inc', 'wsig', 'leases',
-  'ss', 'shadow', 'shrej' }
-local WSIG_AT, LEASES_AT, SS_AT, SHADOW_AT, SHREJ_AT = 19, 20, 21, 22, 23
+  'ss', 'shadow', 'shrej', 'rs', 'rn' }
+local WSIG_AT, LEASES_AT, SS_AT, SHADOW_AT, SHREJ_AT, RS_AT, RN_AT = 19, 20, 21, 22, 23, 24, 25
 
 local function fresh()
   return { phase = CLOSED, gen = 0, since = 0, till = 0, trips = 0, inflight = 0,
     psucc = 0, streak = 0, ss = 0, rpos = 0, rlen = 0, cc = 0, cf = 0, cs = 0, we = 0, exp = -1,
     ver = 0, inc = 0, wsig = C.wsig, leases = {}, exists = false,
-    shadow = C.shadow, shraw = nil, shrej = 0 }
+    shadow = C.shadow, shraw = nil, shrej = 0, rs = nil, rn = 0 }
 end
 
 -- "token:deadline,..." -> { {tok = "token", dl = deadline}, ... }, or nil if malformed.
@@ -252,6 +254,16 @@ local function load()
     S.shrej = nonneg(v[SHREJ_AT])
     if S.shrej == nil then return nil, 'field shrej is ' .. tostring(v[SHREJ_AT]) end
   end
+  -- Rule 23: `rs` (when the ramp began, -1 or absent for none) and `rn` (its acquires).
+  S.rs, S.rn = nil, 0
+  if v[RS_AT] ~= false and v[RS_AT] ~= '-1' then
+    S.rs = nonneg(v[RS_AT])
+    if S.rs == nil then return nil, 'field rs is ' .. tostring(v[RS_AT]) end
+  end
+  if v[RN_AT] ~= false then
+    S.rn = nonneg(v[RN_AT])
+    if S.rn == nil then return nil, 'field rn is ' .. tostring(v[RN_AT]) end
+  end
   if #S.leases ~= S.inflight then
     return nil, 'field inflight is ' .. S.inflight .. ' for ' .. #S.leases .. ' leases'
   end
@@ -269,3 +281,4 @@ local function load()
   end
   return S
 end
+o

@@ -19,6 +19,7 @@ if op == 'trip' or op == 'restore_open' then
   if S.phase == CLOSED then
     apply_due(S, now)
     if op == 'trip' then
+      settle_ramp(S, now)
       reopen(S, now, ARGV[7])
     else
       reopen(S, now, 'restored')

@@ -19,6 +19,42 @@ local function clear_probes(S)
   S.leases = {}
 end
 
+-- Rule 23, the ramp (model/ramp.rs): any phase change ends it.
+local function end_ramp(S)
+  S.rs = nil
+  S.rn = 0
+end
+
+-- The fraction (ppm) the ramp admits at `now`, or nil when none is active.
+local function ramp_fraction(S, now)
+  if S.rs == nil or C.rppm == 0 then return nil end
+  local e = math.max(0, now - S.rs)
+  if e >= C.rdur then return nil end
+  return C.rppm + idiv((1000000 - C.rppm) * e, C.rdur)
+end
+
+-- A ramp over at `now` ends, and the recovery is complete: `trips` resets.
+local function settle_ramp(S, now)
+  if S.rs ~= nil and ramp_fraction(S, now) == nil then
+    end_ramp(S)
+    S.trips = 0
+    S.dirty = true
+  end
+end
+
+-- An acquire in closed: the n-th acquire of an active ramp passes iff
+-- (n mod 10^6) * 618031 mod 10^6 < the fraction (breakerbox::config::ramp_admits).
+local function ramp_admits(S, now)
+  settle_ramp(S, now)
+  local f = ramp_fraction(S, now)
+  if f == nil then return true end
+  local n = S.rn
+  S.rn = n + 1
+  S.dirty = true
+  local x = (n - idiv(n, 1000000) * 1000000) * 618031
+  return x - idiv(x, 1000000) * 1000000 < f
+end
+
 local function reopen(S, now, reason, hint)
   local from = S.phase
   S.trips = S.trips + 1
@@ -27,6 +63,7 @@ local function reopen(S, now, reason, hint)
   S.since = now
   S.till = now + open_duration_hinted(S.trips, R, hint)
   clear_probes(S)
+  end_ramp(S)
   return transition(S, from, reason)
 end
 
@@ -39,6 +76,7 @@ local function enter_closed(S, now)
   S.streak = 0
   S.ss = 0
   window_reset(S)
+  end_ramp(S)
 end
 
 -- Probe leases: a slot whose lease deadline is not after `now` is free again.
@@ -93,7 +131,11 @@ local function acquire(S, now, tok)
     S.till = 0
     transition(S, from, 'cooldown_elapsed')
   end
-  if S.phase == CLOSED then return { 'admit', S.gen, NORMAL, '0' } end
+  if S.phase == CLOSED then
+    if ramp_admits(S, now) then return { 'admit', S.gen, NORMAL, '0' } end
+    -- Rule 23: the only rejection in closed, with no retry-after.
+    return { 'reject', CLOSED, -1, '0' }
+  end
   if S.phase == DISABLED then return { 'admit', S.gen, PASS, '0' } end
   if S.phase == HALF then
     if S.inflight < C.maxp then
@@ -152,6 +194,7 @@ local function outcome(S, gen, kind, verdict, latency, now, hint, tok, age, node
       local first = nil
       for _, reason in ipairs(fired_rules(S, now)) do
         if quorum_met(reason, now) then
+          settle_ramp(S, now)
           reopen(S, now, reason, hint)
           return 'recorded'
         end
@@ -164,7 +207,10 @@ local function outcome(S, gen, kind, verdict, latency, now, hint, tok, age, node
       return 'recorded'
     end
     local reason = evaluate_trip(S, now)
-    if reason then reopen(S, now, reason, hint) end
+    if reason then
+      settle_ramp(S, now)
+      reopen(S, now, reason, hint)
+    end
     return 'recorded'
   elseif S.phase == HALF and kind == PROBE then
     if verdict == SUCCESS and is_slow(latency) then verdict = FAILURE end
@@ -174,7 +220,12 @@ local function outcome(S, gen, kind, verdict, latency, now, hint, tok, age, node
       S.psucc = S.psucc + 1
       if S.psucc >= C.reqs then
         enter_closed(S, now)
-        S.trips = 0
+        -- Rule 23: a ramp begins; `trips` is kept until it ends.
+        if C.rppm > 0 then
+          S.rs = now
+        else
+          S.trips = 0
+        end
         transition(S, HALF, 'probes_succeeded')
       end
     end
@@ -205,6 +256,7 @@ local function manual(S, to, till, now, reason)
   S.since = now
   S.till = till
   clear_probes(S)
+  end_ramp(S)
   transition(S, from, reason)
 end
 
@@ -223,7 +275,8 @@ local function save(S, now)
     'psucc', fmt(S.psucc), 'streak', fmt(S.streak), 'ss', fmt(S.ss), 'rpos', fmt(S.rpos),
     'rlen', fmt(S.rlen), 'cc', fmt(S.cc), 'cf', fmt(S.cf), 'cs', fmt(S.cs),
     'we', fmt(S.we), 'wsig', S.wsig, 'exp', fmt(S.exp), 'ver', fmt(S.ver),
-    'inc', fmt(S.inc), 'leases', encode_leases(S.leases), 'shrej', fmt(S.shrej) }
+    'inc', fmt(S.inc), 'leases', encode_leases(S.leases), 'shrej', fmt(S.shrej),
+    'rs', fmt(S.rs or -1), 'rn', fmt(S.rn) }
   if S.shraw ~= nil then
     args[#args + 1] = 'shadow'
     args[#args + 1] = S.shraw
@@ -263,7 +316,8 @@ local function save(S, now)
 end
 
 -- The reply: { 4 head items, phase, gen, since, until, trips, inflight, psucc, streak,
---              ss, ver, inc, now, shadow (0/1), shrej, #transitions,
+--              ss, ver, inc, now, shadow (0/1), shrej, ramp start (-1: none), ramp
+--              acquires, #transitions,
 --              (from, to, gen, reason)... }
 local function answer(S, now, head)
   local out = {}
@@ -271,7 +325,7 @@ local function answer(S, now, head)
   local till = S.till
   if till == NEVER then till = -1 end
   local tail = { S.phase, S.gen, S.since, till, S.trips, S.inflight, S.psucc, S.streak,
-    S.ss, S.ver, S.inc, now, S.shadow and 1 or 0, S.shrej, #transitions }
+    S.ss, S.ver, S.inc, now, S.shadow and 1 or 0, S.shrej, S.rs or -1, S.rn, #transitions }
   for _, v in ipairs(tail) do out[#out + 1] = v end
   for _, t in ipairs(transitions) do
     out[#out + 1] = t[1]

@@ -21,7 +21,7 @@ use std::time::Duration;
 use breakerbox::model::WindowCounts;
 use breakerbox::{
     CallError, CircuitBreaker, CircuitOpen, Clock, Config, DefaultJudge, Event, EventKind,
-    JitterSource, Judge, Listener, MonotonicClock, Nanos, Phase, Snapshot, Verdict,
+    JitterSource, Judge, Listener, MonotonicClock, Nanos, Phase, Rate, Snapshot, Verdict,
 };
 use tokio::sync::Notify;
 
@@ -115,6 +115,9 @@ pub(crate) struct Inner<C: Clock + Clone> {
     /// message asked for, so a forged message costs Redis calls for one round trip and
     /// never a wrong answer. 0: no alert.
     pub(crate) alerted: AtomicU64,
+    /// Rule 23: this node's count of the closed-phase acquires its view decided during
+    /// ramps; each takes its number here (the node ramps its own share of the calls).
+    pub(crate) ramp_calls: AtomicU64,
     pub(crate) wake: Arc<Notify>,
     pub(crate) listeners: Vec<Arc<dyn Listener>>,
     pub(crate) stats: Stats,
@@ -272,7 +275,11 @@ impl<C: Clock + Clone> Inner<C> {
     /// the view, or if `authoritative`. News of another incarnation (Redis lost the
     /// state) asks for an authoritative re-read, which decides what to restore.
     pub(crate) fn observe(&self, state: &StoredState, now_us: u64, authoritative: bool) -> bool {
-        let news = news_of(state, now_us, warm_at(&self.config));
+        let ramp_us = self
+            .config
+            .ramp
+            .map_or(0, |r| crate::wire::micros(r.duration));
+        let news = news_of(state, now_us, warm_at(&self.config), ramp_us);
         let now = self.clock.now();
         let mut lost = false;
         #[cfg(feature = "metrics")]
@@ -373,17 +380,34 @@ impl<C: Clock + Clone> Inner<C> {
     }
 }
 
+/// Rule 23: the fraction the stored ramp admits at Redis time `now_us`, if one is active.
+fn ramp_now(config: &Config, s: &crate::wire::StoredState, now_us: u64) -> Option<Rate> {
+    let (ramp, started) = (config.ramp?, s.ramp_started_us?);
+    if s.phase != Phase::Closed {
+        return None;
+    }
+    let elapsed = Nanos(now_us.saturating_sub(started).saturating_mul(1_000));
+    ramp.fraction_ppm(elapsed)
+        .and_then(|ppm| Rate::from_ppm(ppm).ok())
+}
+
 fn micros_to_duration(us: u64) -> Duration {
     Duration::from_micros(us)
 }
 
 /// What a stored state says, as news for a view. `warm_at`: the failure streak from
-/// which the next failures may trip the breaker.
-pub(crate) fn news_of(state: &StoredState, now_us: u64, warm_at: u32) -> News {
+/// which the next failures may trip the breaker; `ramp_us`: the config's ramp duration
+/// (0: none). In closed, the time left is that of the ramp (rule 23; `None` without one).
+pub(crate) fn news_of(state: &StoredState, now_us: u64, warm_at: u32, ramp_us: u64) -> News {
+    let remaining_us = match state.phase {
+        Phase::Closed if ramp_us > 0 => state.ramp_remaining_us(now_us, ramp_us),
+        Phase::Closed => None,
+        _ => state.remaining_us(now_us),
+    };
     News {
         phase: state.phase,
         generation: state.generation,
-        remaining_us: state.remaining_us(now_us),
+        remaining_us,
         warm: state.consecutive_failures >= warm_at,
         version: state.version,
         incarnation: state.incarnation,
@@ -606,6 +630,7 @@ impl<C: Clock + Clone> RedisBreaker<C> {
         snapshot.local_open = inner
             .local_open_left(inner.clock.now())
             .map(Nanos::as_duration);
+        snapshot.ramp = ramp_now(&inner.config, s, reply.now_us);
         Ok(snapshot)
     }
 

@@ -41,7 +41,7 @@ pub(crate) fn encode_config(config: &Config, probe_lease: std::time::Duration) -
             .map_or(-1, |d| i64::try_from(micros(d)).unwrap_or(i64::MAX))
     };
     format!(
-        "{},{},{},{},{},{},{},{},{},{},{:?},{},{:?},{},{},{},{},{},{},{},{}",
+        "{},{},{},{},{},{},{},{},{},{},{:?},{},{:?},{},{},{},{},{},{},{},{},{},{}",
         config.consecutive_failures.unwrap_or(0),
         wk,
         wsize,
@@ -63,6 +63,8 @@ pub(crate) fn encode_config(config: &Config, probe_lease: std::time::Duration) -
         deadline(PermitKind::Normal),
         deadline(PermitKind::Probe),
         config.quorum.max(1),
+        config.ramp.map_or(0, |r| r.start.ppm()),
+        config.ramp.map_or(0, |r| micros(r.duration).max(1)),
     )
 }
 
@@ -116,12 +118,24 @@ pub struct StoredState {
     pub shadow: bool,
     /// Rule 20: would-be rejections the scripts admitted in shadow mode, fleet-wide.
     pub shadow_rejections: u64,
+    /// Rule 23: when the closed phase's ramp began (Redis time, microseconds), while one
+    /// is recorded (it may be over: see [`StoredState::ramp_remaining_us`]).
+    pub ramp_started_us: Option<u64>,
+    /// Rule 23: the acquires the scripts numbered in the current ramp.
+    pub ramp_calls: u64,
 }
 
 impl StoredState {
     /// How long until `until_us`, seen from `now_us` (`None` for never).
     pub fn remaining_us(&self, now_us: u64) -> Option<u64> {
         self.until_us.map(|until| until.saturating_sub(now_us))
+    }
+
+    /// Rule 23: how long the recorded ramp still runs, seen from `now_us`, given the
+    /// config's ramp duration; `None` when no ramp is active.
+    pub fn ramp_remaining_us(&self, now_us: u64, duration_us: u64) -> Option<u64> {
+        let end = self.ramp_started_us?.saturating_add(duration_us);
+        (self.phase == Phase::Closed && now_us < end).then(|| end - now_us)
     }
 }
 
@@ -259,11 +273,16 @@ pub(crate) fn parse_reply(value: &Value) -> Result<Reply, ParseError> {
         incarnation: uint(v, 14)?,
         shadow: uint(v, 16)? == 1,
         shadow_rejections: uint(v, 17)?,
+        ramp_started_us: match int(v, 18)? {
+            -1 => None,
+            n => Some(u64::try_from(n).unwrap_or(0)),
+        },
+        ramp_calls: uint(v, 19)?,
     };
     let now_us = uint(v, 15)?;
-    let count = usize::try_from(uint(v, 18)?).unwrap_or(usize::MAX);
+    let count = usize::try_from(uint(v, 20)?).unwrap_or(usize::MAX);
     let mut transitions = Vec::with_capacity(count.min(8));
-    let mut at = 19;
+    let mut at = 21;
     for _ in 0..count {
         let name = text(v, at + 3)?;
         transitions.push(Transition {

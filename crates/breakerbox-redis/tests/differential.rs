@@ -133,6 +133,13 @@ fn random_config(seed: u64) -> (Config, Duration) {
         if rng.chance(35) {
             b = b.quorum(rng.pick(&[2u32, 3]));
         }
+        // Rule 23: some configs ramp after recovery (whole microseconds).
+        if rng.chance(35) {
+            b = b.ramp(
+                rng.pick(&[0.1, 0.35, 0.5, 1.0]),
+                Duration::from_micros(rng.pick(&[100_000u64, 300_000, 1_000_000])),
+            );
+        }
         let lease = Duration::from_micros(rng.pick(&[20_000u64, 150_000, 2_000_000]));
         if let Ok(config) = b.build() {
             return (config, lease);
@@ -341,6 +348,16 @@ impl Harness<'_> {
             "{}: shadow rejections",
             ctx
         );
+        prop_assert_eq!(
+            s.ramp_started_us.map(ns),
+            model.ramp_started,
+            "{}: ramp_started",
+            ctx
+        );
+        prop_assert_eq!(s.ramp_calls, model.ramp_calls, "{}: ramp_calls", ctx);
+        if model.ramp_started.is_some() {
+            self.seen.insert("ramping".into());
+        }
         if model.phase == Phase::Closed {
             prop_assert_eq!(
                 s.consecutive_failures,
@@ -483,6 +500,12 @@ impl Harness<'_> {
                             },
                         });
                         self.seen.insert(format!("{kind:?}"));
+                    }
+                    Decision::Rejected {
+                        phase: Phase::Closed,
+                        ..
+                    } => {
+                        self.seen.insert("ramp rejected".into());
                     }
                     _ => {
                         self.seen.insert("Rejected".into());
@@ -818,6 +841,8 @@ fn lua_scripts_and_pure_model_agree_on_generated_sequences() {
         "Passthrough",
         "Rejected",
         "shadowed",
+        "ramping",
+        "ramp rejected",
         "hint",
         "lease expired",
         "probe without a lease",

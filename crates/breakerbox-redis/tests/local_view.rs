@@ -384,3 +384,57 @@ async fn a_shadow_switch_on_one_node_puts_the_whole_fleet_in_shadow() {
     assert_eq!(a.acquire().await.unwrap_err().phase(), Phase::Open);
     assert!(!b.snapshot().await.unwrap().shadow);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_recovery_every_node_ramps_its_share_from_its_view() {
+    let server = RedisServer::start();
+    let config = Config::builder()
+        .consecutive_failures(1)
+        .recovery_timeout(Duration::from_millis(200))
+        .required_successes(1)
+        .ramp(0.2, Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let a = node(&server, "ramp", config.clone()).await;
+    let b = node(&server, "ramp", config).await;
+    a.acquire().await.unwrap().failure().await;
+    wait_for("node b to see the trip", || b.phase() == Phase::Open).await;
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    let probe = a.acquire().await.unwrap();
+    assert!(probe.is_probe());
+    probe.success().await;
+    wait_for("node b to see the close", || b.phase() == Phase::Closed).await;
+    for n in [&a, &b] {
+        let before = server.command_calls("evalsha");
+        let mut admitted = 0;
+        for _ in 0..1_000 {
+            match n.try_acquire_local() {
+                LocalAdmission::Admitted(permit) => {
+                    admitted += 1;
+                    drop(permit);
+                }
+                LocalAdmission::Rejected(open) => {
+                    assert_eq!(open.reason(), breakerbox::RejectReason::Ramp);
+                }
+                LocalAdmission::Remote => panic!("the view decides while ramping"),
+            }
+        }
+        // 20% growing to all calls over a minute: a few seconds in, a little above 20%.
+        assert!(
+            (195..=280).contains(&admitted),
+            "{admitted} of 1000 admitted"
+        );
+        // No round trip per call: only the batches of releases (every 50 ms) and a
+        // refresh may fall inside the loop on a slow machine.
+        let used = server.command_calls("evalsha") - before;
+        assert!(
+            used <= 50,
+            "{used} script calls for 1000 calls while ramping"
+        );
+    }
+    assert_eq!(
+        b.snapshot().await.unwrap().ramp.map(|r| r.ppm() / 10_000),
+        Some(20),
+        "the snapshot shows the fraction"
+    );
+}

@@ -19,6 +19,7 @@ mod scenarios {
         pub(crate) mod deadlines;
         pub(crate) mod half_open;
         pub(crate) mod manual;
+        pub(crate) mod ramp;
         pub(crate) mod shadow;
     }
 }

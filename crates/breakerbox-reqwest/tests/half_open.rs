@@ -8,7 +8,8 @@ mod server;
 
 use std::time::Duration;
 
-use breakerbox::{Config, ManualClock, MonotonicClock, Phase, Verdict};
+use breakerbox::config::Ramp;
+use breakerbox::{Config, ManualClock, MonotonicClock, Phase, RejectReason, Verdict};
 use breakerbox_http::HttpJudge;
 use breakerbox_reqwest::circuit_open;
 use harness::{harness_with, judgement, manual, Harness};
@@ -246,4 +247,45 @@ async fn in_shadow_mode_the_breaker_trips_but_every_request_reaches_the_server()
         (Phase::Open, 1, 3),
         "the first 503 tripped; the three after it would have been rejected"
     );
+}
+
+/// Sends `n` requests one after another; returns how many the breaker rejected as a
+/// ramp rejection (every other request must reach the server and succeed).
+async fn ramp_rejections(h: &Harness<ManualClock>, server: &Server, n: usize) -> usize {
+    let mut rejected = 0;
+    for _ in 0..n {
+        match h.client.get(server.url("/")).send().await {
+            Ok(response) => assert_eq!(response.status(), 200),
+            Err(error) => {
+                let open = circuit_open(&error).expect("a rejection");
+                assert_eq!(open.reason(), RejectReason::Ramp);
+                rejected += 1;
+            }
+        }
+    }
+    rejected
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_recovery_a_growing_share_of_requests_reaches_the_server() {
+    let server = Server::start().await;
+    let mut config = seed_config();
+    config.ramp = Some(Ramp::new(0.1, Duration::from_secs(10)).unwrap());
+    let (h, clock) = manual(config, HttpJudge::default());
+    trip_and_wait(&h, &clock, &server).await;
+    server.set_fallback(Reply::ok());
+    for _ in 0..2 {
+        h.client.get(server.url("/")).send().await.unwrap();
+    }
+    assert_eq!(h.breaker(&server.key()).phase(), Phase::Closed);
+    let mut reached = Vec::new();
+    for _ in 0..3 {
+        let before = server.hits();
+        let rejected = ramp_rejections(&h, &server, 100).await;
+        assert_eq!(server.hits() - before, 100 - rejected);
+        reached.push(100 - rejected);
+        clock.advance(Duration::from_secs(5));
+    }
+    // 10% right after the close, 55% half-way, all of them once the ramp is over.
+    assert_eq!(reached, [11, 55, 100]);
 }

@@ -465,3 +465,47 @@ async fn keyed_http_layer_keeps_one_breaker_per_upstream_host() {
         "{phases:?}"
     );
 }
+
+#[tokio::test]
+async fn after_a_recovery_a_growing_share_of_calls_reaches_the_upstream() {
+    let (addr, script) = spawn_upstream().await;
+    let clock = breakerbox::ManualClock::new();
+    let breaker = CircuitBreaker::builder()
+        .consecutive_failures(1)
+        .recovery_timeout(Duration::from_secs(1))
+        .required_successes(2)
+        .ramp(0.1, Duration::from_secs(10))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let mut service = ServiceBuilder::new()
+        .layer(CircuitBreakerLayer::new(breaker.clone()).http(HttpJudge::default()))
+        .service(client());
+    script.set_status(500);
+    let _ = service.ready().await.unwrap().call(get_request(addr)).await;
+    assert_eq!(breaker.phase(), Phase::Open);
+    script.set_status(200);
+    clock.advance(Duration::from_secs(1));
+    for _ in 0..2 {
+        let response = service.ready().await.unwrap().call(get_request(addr)).await;
+        assert_eq!(response.unwrap().status(), 200);
+    }
+    assert_eq!(breaker.phase(), Phase::Closed, "two probe successes close");
+    let mut reached = Vec::new();
+    for _ in 0..3 {
+        let before = script.requests();
+        for _ in 0..100 {
+            match service.ready().await.unwrap().call(get_request(addr)).await {
+                Ok(response) => assert_eq!(response.status(), 200),
+                Err(error) => {
+                    let open = error.downcast_ref::<CircuitOpen>().expect("a rejection");
+                    assert_eq!(open.reason(), breakerbox::RejectReason::Ramp);
+                }
+            }
+        }
+        reached.push(script.requests() - before);
+        clock.advance(Duration::from_secs(5));
+    }
+    // 10% right after the close, 55% half-way, all of them once the ramp is over.
+    assert_eq!(reached, [11, 55, 100]);
+}

@@ -6,6 +6,7 @@ mod engine;
 mod lanes;
 pub(crate) mod layout;
 mod padded;
+mod ramp;
 mod streak;
 mod thread_slot;
 mod time_window;
@@ -334,6 +335,7 @@ impl<C: Clock> CircuitBreaker<C> {
             shadow: engine.shadow.load(Ordering::Relaxed),
             shadow_rejections: engine.shadow_rejections.load(Ordering::Relaxed),
             local_open: None,
+            ramp: engine.ramp_now(w, now),
         }
     }
 

@@ -9,6 +9,7 @@ mod builder;
 mod duration;
 #[cfg(feature = "serde")]
 mod file;
+mod ramp;
 mod rate;
 #[cfg(feature = "serde")]
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
@@ -19,6 +20,7 @@ pub use builder::{defaults, ConfigBuilder, MAX_COUNT_WINDOW, MAX_PROBES, MAX_QUO
 pub use duration::{parse_duration, HumanDuration};
 #[cfg(feature = "serde")]
 pub use file::ConfigFile;
+pub use ramp::{ramp_admits, Ramp, MAX_RAMP_DURATION, RAMP_STEP};
 pub use rate::Rate;
 pub use window::{WindowKind, DEFAULT_TIME_BUCKETS};
 
@@ -99,6 +101,10 @@ pub struct Config {
     /// least this many distinct nodes within the window; with fewer, the reporting node
     /// opens only its own view (a local open). `1`: no quorum (every engine's default).
     pub quorum: u32,
+    /// Rule 23: gradual recovery. After half-open closes, admit a fraction of calls that
+    /// grows from `ramp.start` to all of them over `ramp.duration`; the others are
+    /// rejected with [`RejectReason::Ramp`](crate::RejectReason::Ramp). `None`: close at once.
+    pub ramp: Option<Ramp>,
 }
 
 impl Config {

@@ -55,6 +55,23 @@ impl CircuitOpen {
         self.phase
     }
 
+    /// Why the call was rejected: the phase rejects it, or (rule 23) the breaker is closed
+    /// and ramping up after a recovery and this call was not in the admitted fraction. A
+    /// ramp rejection is the only one in [`Phase::Closed`], with no `retry_after` (a retry
+    /// may be admitted at once; nothing says when).
+    ///
+    /// ```
+    /// use breakerbox::{CircuitOpen, Phase, RejectReason};
+    /// assert_eq!(CircuitOpen::new(Phase::Open, None).reason(), RejectReason::Open);
+    /// assert_eq!(CircuitOpen::new(Phase::Closed, None).reason(), RejectReason::Ramp);
+    /// ```
+    pub const fn reason(&self) -> RejectReason {
+        match self.phase {
+            Phase::Closed => RejectReason::Ramp,
+            _ => RejectReason::Open,
+        }
+    }
+
     /// When a retry may be admitted, if known: the rest of the open phase, the time left to
     /// the half-open deadline when every probe slot is taken, or the rest of an expiring
     /// manual override.
@@ -69,6 +86,9 @@ impl CircuitOpen {
 
 impl fmt::Display for CircuitOpen {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.reason() == RejectReason::Ramp {
+            return f.write_str("circuit breaker rejected the call (ramping up after a recovery)");
+        }
         write!(f, "circuit breaker rejected the call ({})", self.phase)?;
         if let Some(after) = self.retry_after() {
             write!(f, "; retry after {after:?}")?;
@@ -127,6 +147,28 @@ impl fmt::Display for DeadlineElapsed {
 }
 
 impl Error for DeadlineElapsed {}
+
+/// Why a [`CircuitOpen`] rejected a call.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RejectReason {
+    /// The phase rejects calls: open, forced open, or half-open with every probe slot taken
+    /// (or past its deadline).
+    Open,
+    /// Rule 23: the breaker is closed and ramping up after a recovery, and this call was
+    /// not in the fraction admitted now.
+    Ramp,
+}
+
+impl RejectReason {
+    /// A short stable name for logs and metrics (`open`, `ramp`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            RejectReason::Open => "open",
+            RejectReason::Ramp => "ramp",
+        }
+    }
+}
 
 /// The result of a protected call: rejected by the breaker, or the call's own error.
 ///

@@ -152,6 +152,7 @@ fn trace_event(event: &Event<'_>) {
             target: "breakerbox",
             breaker = event.breaker,
             phase = open.phase().as_str(),
+            reason = open.reason().as_str(),
             retry_after_ms = open.retry_after().map(|d| d.as_millis() as u64),
             "call rejected"
         ),
@@ -159,6 +160,7 @@ fn trace_event(event: &Event<'_>) {
             target: "breakerbox",
             breaker = event.breaker,
             phase = open.phase().as_str(),
+            reason = open.reason().as_str(),
             retry_after_ms = open.retry_after().map(|d| d.as_millis() as u64),
             "call admitted in shadow mode; it would have been rejected"
         ),

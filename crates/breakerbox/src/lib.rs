@@ -111,7 +111,7 @@ pub use clock::{TokioClock, TokioDeadline};
 pub use config::{Config, ConfigBuilder, Rate};
 #[cfg(not(loom))]
 pub use contract::{Breaker, BreakerPermit};
-pub use error::{CallError, CircuitOpen, ConfigError, DeadlineElapsed};
+pub use error::{CallError, CircuitOpen, ConfigError, DeadlineElapsed, RejectReason};
 pub use events::{emit_event, Event, EventKind, Listener};
 pub use jitter::{JitterSource, SplitMix};
 pub use judge::{DefaultJudge, FnJudge, Judge, SlowerThan};

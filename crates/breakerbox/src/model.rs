@@ -4,8 +4,8 @@
 //! Redis Lua scripts) and the oracle their tests are held against. It has no atomics, no
 //! clock and no randomness: time and the jitter sample are arguments. It is written to be
 //! ported line by line; see `docs/RULES.md` (rules 1-13, and 19 for outcomes that waited
-//! in a batch, 20 for shadow mode, 21 for the quorum, 22 for call deadlines), which it
-//! follows rule by rule.
+//! in a batch, 20 for shadow mode, 21 for the quorum, 22 for call deadlines, 23 for the
+//! ramp), which it follows rule by rule.
 //!
 //! ```
 //! use breakerbox::model::{Decision, ModelState, Operation, PermitKind};
@@ -25,6 +25,7 @@
 
 mod policy;
 mod quorum;
+mod ramp;
 mod reason;
 mod window;
 
@@ -190,6 +191,12 @@ pub struct ModelState {
     pub shadow_rejections: u64,
     /// Closed, rule 21 (a config with a quorum): the nodes that failed recently.
     pub quorum: QuorumTrack,
+    /// Rule 23: Closed after a close from half-open, with a ramp configured: when the ramp
+    /// began (the close). `None` without a ramp, or once it has ended.
+    pub ramp_started: Option<Nanos>,
+    /// Rule 23: the acquires of the current ramp so far (the next one is number
+    /// `ramp_calls`, counting from 0).
+    pub ramp_calls: u64,
 }
 
 impl ModelState {
@@ -209,6 +216,8 @@ impl ModelState {
             shadow: config.shadow,
             shadow_rejections: 0,
             quorum: QuorumTrack::default(),
+            ramp_started: None,
+            ramp_calls: 0,
         }
     }
 
@@ -326,7 +335,14 @@ impl ModelState {
             transition = Some(self.transition(from, TransitionReason::CooldownElapsed));
         }
         let decision = match self.phase {
-            Phase::Closed => self.admit(PermitKind::Normal),
+            Phase::Closed => {
+                if self.ramp_admits(now, config) {
+                    self.admit(PermitKind::Normal)
+                } else {
+                    // Rule 23: the only rejection in Closed; no retry_after.
+                    self.reject(None)
+                }
+            }
             Phase::Disabled => self.admit(PermitKind::Passthrough),
             Phase::HalfOpen if self.in_flight < config.max_probes => {
                 self.in_flight += 1;
@@ -378,7 +394,7 @@ impl ModelState {
                 match evaluate_trip(config, self.consecutive_failures, counts) {
                     Some(reason) => Step {
                         decision: Decision::Recorded,
-                        transition: Some(self.reopen_hinted(
+                        transition: Some(self.trip_closed(
                             now,
                             config,
                             r,
@@ -414,7 +430,8 @@ impl ModelState {
                             return recorded(Decision::Recorded);
                         }
                         self.enter_closed(now, config);
-                        self.trips = 0;
+                        // Rule 23: a ramp begins; `trips` is kept until it ends.
+                        self.begin_ramp(now, config);
                         Step {
                             decision: Decision::Recorded,
                             transition: Some(
@@ -492,6 +509,7 @@ impl ModelState {
         self.open_until = until;
         self.in_flight = 0;
         self.probe_successes = 0;
+        self.end_ramp();
         Step {
             decision: Decision::Done,
             transition: Some(self.transition(from, reason)),
@@ -528,6 +546,7 @@ impl ModelState {
             now.saturating_add(config.open_duration_with_hint(self.trips, r, retry_hint));
         self.in_flight = 0;
         self.probe_successes = 0;
+        self.end_ramp();
         self.transition(from, reason)
     }
 
@@ -561,6 +580,7 @@ impl ModelState {
         self.streak_started = Nanos::ZERO;
         self.window = ModelWindow::new(config);
         self.quorum = QuorumTrack::default();
+        self.end_ramp();
     }
 
     fn admit(&self, kind: PermitKind) -> Decision {

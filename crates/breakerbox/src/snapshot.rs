@@ -55,12 +55,15 @@ pub struct Snapshot {
     /// Rule 21 (shared engines): the time left of this node's local open phase (a rule
     /// fired on this node's failures without the quorum of nodes), if one is running.
     pub local_open: Option<Duration>,
+    /// Rule 23: while closed and ramping up after a recovery, the fraction of calls
+    /// admitted now; `None` otherwise.
+    pub ramp: Option<crate::Rate>,
 }
 
 impl Snapshot {
     /// A snapshot of breaker `name` in `phase` and `generation`, with every other field
     /// empty: no window counts, no rates, no runs or probes, no trips, no `retry_after`,
-    /// no stale results, not in shadow mode.
+    /// no stale results, not in shadow mode, no ramp.
     pub fn new(name: impl Into<String>, phase: Phase, generation: u64) -> Snapshot {
         Snapshot {
             name: name.into(),
@@ -78,6 +81,7 @@ impl Snapshot {
             shadow: false,
             shadow_rejections: 0,
             local_open: None,
+            ramp: None,
         }
     }
 

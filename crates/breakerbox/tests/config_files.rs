@@ -214,6 +214,24 @@ fn windows_are_written_count_or_time() {
 }
 
 #[test]
+fn the_ramp_keys_go_together_and_errors_name_them() {
+    let c = from_toml("ramp_start = 0.1\nramp_duration = \"30s\"\n").unwrap();
+    let ramp = c.ramp.unwrap();
+    assert_eq!(
+        (ramp.start.ppm(), ramp.duration),
+        (100_000, Duration::from_secs(30))
+    );
+    assert!(toml::to_string(&c)
+        .unwrap()
+        .contains("ramp_start = 0.1\nramp_duration = \"30s\"\n"));
+    assert!(refused("ramp_start = 0.1\n").starts_with("ramp_duration:"));
+    assert!(refused("ramp_duration = \"30s\"\n").starts_with("ramp_start:"));
+    assert!(refused("ramp_start = 0\nramp_duration = \"30s\"\n").starts_with("ramp_start:"));
+    assert!(refused("ramp_start = 0.5\nramp_duration = \"2h\"\n").starts_with("ramp_duration:"));
+    assert!(refused("ramp_start = 0.5\nramp_duration = 30\n").starts_with("ramp_duration:"));
+}
+
+#[test]
 fn a_config_is_written_with_the_file_keys() {
     let c = Config::builder()
         .failure_rate(0.25)
@@ -271,10 +289,14 @@ prop_compose! {
         jitter in proptest::option::of(0.0f64..1.0),
         max_probes in proptest::option::of(1u32..=4095),
         required_successes in proptest::option::of(1u32..=4095),
-        half_open_timeout in proptest::option::of(duration()),
-        call_timeout in proptest::option::of(duration()),
-        probe_timeout in proptest::option::of(duration()),
+        last in (
+            proptest::option::of(duration()),
+            proptest::option::of((1u32..=1_000_000, 1u64..=3_600_000_000_000)),
+            proptest::option::of(duration()),
+            proptest::option::of(duration()),
+        ),
     ) -> Option<Config> {
+        let (half_open_timeout, ramp, call_timeout, probe_timeout) = last;
         let mut b = Config::builder();
         if let Some(n) = consecutive_failures { b = b.consecutive_failures(n); }
         if let Some(ppm) = failure_rate { b = b.failure_rate(f64::from(ppm) / 1e6); }
@@ -300,6 +322,9 @@ prop_compose! {
         if let Some(t) = half_open_timeout { b = b.half_open_timeout(t); }
         if let Some(t) = call_timeout { b = b.call_timeout(t); }
         if let Some(t) = probe_timeout { b = b.probe_timeout(t); }
+        if let Some((ppm, nanos)) = ramp {
+            b = b.ramp(f64::from(ppm) / 1e6, Duration::from_nanos(nanos));
+        }
         // A few draws break a rule across settings (min_calls above the window, a cap
         // below the recovery timeout); they are skipped.
         b.build().ok()

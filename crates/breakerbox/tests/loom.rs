@@ -645,3 +645,68 @@ fn a_lane_success_racing_a_reset_never_lands_in_the_new_phase() {
         },
     );
 }
+
+// ----- (e) the ramp (rule 23) ---------------------------------------------------------------
+
+/// Trips a `consecutive_failures(1)`, `required_successes(1)` breaker and closes it with
+/// one probe success: a ramp of `ramp` begins.
+fn ramping(ramp: f64) -> Rig {
+    let rig = Rig::new(|b| {
+        b.consecutive_failures(1)
+            .required_successes(1)
+            .ramp(ramp, Duration::from_secs(10))
+    });
+    rig.trip_and_wait();
+    rig.acquire().success();
+    assert_eq!(rig.breaker.phase(), Phase::Closed);
+    rig.take_transitions();
+    rig
+}
+
+#[test]
+fn racers_during_a_ramp_take_distinct_numbers_and_admit_the_stated_share() {
+    check(
+        "racers_during_a_ramp_take_distinct_numbers_and_admit_the_stated_share",
+        || {
+            // At 50%: of the acquires numbered 0, 1 and 2, 0 and 2 pass, whoever gets them.
+            let rig = ramping(0.5);
+            let racers: Vec<_> = (0..3)
+                .map(|_| {
+                    let breaker = rig.breaker.clone();
+                    thread::spawn(move || breaker.try_acquire_owned())
+                })
+                .collect();
+            let results: Vec<Result<Permit, CircuitOpen>> =
+                racers.into_iter().map(|h| h.join().unwrap()).collect();
+            let admitted = results.iter().filter(|r| r.is_ok()).count();
+            assert_eq!(admitted, 2, "exactly the share of three numbers");
+            let rejected = results.iter().find_map(|r| r.as_ref().err()).unwrap();
+            assert_eq!(rejected.reason(), breakerbox::RejectReason::Ramp);
+            assert!(rig.take_transitions().is_empty());
+        },
+    );
+}
+
+#[test]
+fn the_end_of_a_ramp_racing_an_acquire_ends_it_once_and_admits_both() {
+    check(
+        "the_end_of_a_ramp_racing_an_acquire_ends_it_once_and_admits_both",
+        || {
+            let rig = ramping(0.1);
+            assert_eq!(rig.breaker.snapshot().trips, 1, "kept while ramping");
+            rig.clock.advance(Duration::from_secs(10));
+            let racers: Vec<_> = (0..2)
+                .map(|_| {
+                    let breaker = rig.breaker.clone();
+                    thread::spawn(move || breaker.try_acquire_owned().is_ok())
+                })
+                .collect();
+            for racer in racers {
+                assert!(racer.join().unwrap(), "the ramp is over");
+            }
+            let snapshot = rig.breaker.snapshot();
+            assert_eq!((snapshot.trips, snapshot.ramp), (0, None));
+            assert!(rig.take_transitions().is_empty(), "no transition");
+        },
+    );
+}

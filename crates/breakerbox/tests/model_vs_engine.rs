@@ -54,6 +54,8 @@ struct CaseConfig {
     /// Rule 22: 0 no deadline, 1 a call timeout, 2 a call and a shorter probe timeout,
     /// 3 a probe timeout alone.
     deadlines: u8,
+    /// Rule 23: a ramp after recovery (start fraction, duration).
+    ramp: Option<(f64, Duration)>,
 }
 
 const CALL_TIMEOUT: Nanos = Nanos(200 * MS);
@@ -88,6 +90,10 @@ impl CaseConfig {
                 .probe_timeout(PROBE_TIMEOUT.as_duration()),
             3 => base.probe_timeout(PROBE_TIMEOUT.as_duration()),
             _ => base,
+        };
+        let base = match self.ramp {
+            Some((start, duration)) => base.ramp(start, duration),
+            None => base,
         };
         match self.family {
             Family::Consecutive => base.consecutive_failures(self.n),
@@ -127,9 +133,10 @@ fn case_config() -> impl Strategy<Value = CaseConfig> {
         1..=6u32,
         prop::bool::weighted(0.25),
         prop_oneof![2 => Just(0u8), 1 => Just(1u8), 1 => Just(2u8), 1 => Just(3u8)],
+        ramp(),
     )
         .prop_map(
-            |(family, max_probes, required_successes, n, min_calls, shadow, deadlines)| {
+            |(family, max_probes, required_successes, n, min_calls, shadow, deadlines, ramp)| {
                 CaseConfig {
                     family,
                     max_probes,
@@ -138,9 +145,23 @@ fn case_config() -> impl Strategy<Value = CaseConfig> {
                     min_calls,
                     shadow,
                     deadlines,
+                    ramp,
                 }
             },
         )
+}
+
+/// Rule 23: no ramp, or one of a few (a start of 1 admits everything but still keeps the
+/// trips until it ends).
+fn ramp() -> impl Strategy<Value = Option<(f64, Duration)>> {
+    prop_oneof![
+        3 => Just(None),
+        1 => Just(Some((0.1, Duration::from_secs(2)))),
+        1 => Just(Some((0.5, Duration::from_millis(500)))),
+        1 => Just(Some((1.0, Duration::from_secs(1)))),
+        1 => (1..=1_000_000u32, 1..3_000u64)
+            .prop_map(|(ppm, ms)| Some((f64::from(ppm) / 1e6, Duration::from_millis(ms)))),
+    ]
 }
 
 // ----- operations ----------------------------------------------------------------------------
@@ -308,10 +329,22 @@ fn next_deadline(model: &ModelState, config: &Config, now: Nanos) -> Option<Nano
         Phase::ForcedOpen | Phase::Disabled if model.open_until != Nanos::MAX => {
             Some(model.open_until)
         }
-        Phase::Closed => config
-            .rate
-            .and_then(|rule| rule.window.bucket_width())
-            .map(|width| Nanos((now.0 / width.0 + 1) * width.0)),
+        Phase::Closed => {
+            let edge = config
+                .rate
+                .and_then(|rule| rule.window.bucket_width())
+                .map(|width| Nanos((now.0 / width.0 + 1) * width.0));
+            // Rule 23: the end of a ramp is a deadline too.
+            let ramp_end = model
+                .ramp_started
+                .zip(config.ramp)
+                .map(|(started, ramp)| started.saturating_add(ramp.duration.into()))
+                .filter(|end| *end > now);
+            match (edge, ramp_end) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            }
+        }
         _ => None,
     }
 }
@@ -606,6 +639,7 @@ fn compare(
         snap.stale_results,
         snap.shadow,
         snap.shadow_rejections,
+        snap.ramp,
     );
     let expected = (
         model.phase,
@@ -627,12 +661,13 @@ fn compare(
         stale,
         model.shadow,
         model.shadow_rejections,
+        model.ramp_fraction(now, config),
     );
     prop_assert_eq!(
         engine,
         expected,
         "step {} ({:?}) at {:?}: (phase, generation, in flight, probe successes, trips, \
-         streak, window, retry_after, stale, shadow, shadow rejections) differ; model: {:?}",
+         streak, window, retry_after, stale, shadow, shadow rejections, ramp) differ; model: {:?}",
         index,
         op,
         now,
@@ -662,6 +697,7 @@ fn fixed(family: Family, n: u32, min_calls: u32, ops: Vec<Op>) -> Case {
             min_calls,
             shadow: false,
             deadlines: 0,
+            ramp: None,
         },
         start: Nanos(5),
         ops: ops.into_iter().map(|op| (op, 0.0)).collect(),

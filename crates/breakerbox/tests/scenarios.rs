@@ -50,6 +50,7 @@ mod scenarios {
     mod half_open;
     pub(crate) mod in_memory;
     mod manual;
+    mod ramp;
     mod registry;
     mod shadow;
     pub(crate) mod support;
@@ -62,6 +63,7 @@ mod scenarios {
         pub(crate) mod deadlines;
         pub(crate) mod half_open;
         pub(crate) mod manual;
+        pub(crate) mod ramp;
         pub(crate) mod shadow;
     }
 }

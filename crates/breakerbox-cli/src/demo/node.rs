@@ -2,16 +2,17 @@
 //! Redis) behind the core's [`DynBreaker`].
 
 use breakerbox::contract::{Breaker, BreakerPermit, DynBreaker, DynPermit};
-use breakerbox::Phase;
+use breakerbox::{CircuitOpen, Phase};
 
 /// The breaker a node calls through: `None` for the group without one.
 pub type NodeBreaker = Option<DynBreaker>;
 
-/// Asks `breaker` for a permit: `Some(None)` without a breaker, `None` when it rejects.
-pub async fn acquire(breaker: &NodeBreaker) -> Option<Option<DynPermit>> {
+/// Asks `breaker` for a permit: `Ok(None)` without a breaker, the rejection when it
+/// rejects.
+pub async fn acquire(breaker: &NodeBreaker) -> Result<Option<DynPermit>, CircuitOpen> {
     match breaker {
-        None => Some(None),
-        Some(b) => b.acquire_now_or_later().await.ok().map(Some),
+        None => Ok(None),
+        Some(b) => b.acquire_now_or_later().await.map(Some),
     }
 }
 

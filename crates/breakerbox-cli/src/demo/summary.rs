@@ -28,6 +28,8 @@ pub struct GroupSummary {
     pub failed: u64,
     /// Calls rejected by the breaker without calling.
     pub rejected: u64,
+    /// Rule 23: of those, the calls the ramp after the recovery turned away.
+    pub ramp_rejected: u64,
     /// Seconds callers spent waiting, summed over every call.
     pub waited_s: f64,
     /// Half-open probes sent.
@@ -92,6 +94,7 @@ pub fn summarize(
         reached_failing_upstream: reached,
         failed: total.failed(),
         rejected: total.rejected,
+        ramp_rejected: total.ramp_rejected,
         waited_s: total.waited.as_secs_f64(),
         probes: total.probes,
         trips,
@@ -154,6 +157,9 @@ pub fn render(summary: &DemoSummary) -> String {
     lines.push(row("failed calls", &|g| g.failed.to_string()));
     lines.push(row("rejected fast (no call made)", &|g| {
         dash(g, g.rejected.to_string())
+    }));
+    lines.push(row("  of them by the ramp after recovery", &|g| {
+        dash(g, g.ramp_rejected.to_string())
     }));
     lines.push(row("time callers spent waiting", &|g| {
         format!("{:.1}s", g.waited_s)

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use breakerbox::contract::BreakerPermit;
 use breakerbox::model::TransitionReason;
-use breakerbox::{Phase, Verdict};
+use breakerbox::{Phase, RejectReason, Verdict};
 use breakerbox_http::{AfterHead, HttpJudge, Judgement, TransportError};
 use bytes::Bytes;
 use http::{Request, Uri};
@@ -32,6 +32,8 @@ pub struct Counts {
     pub sent: u64,
     /// Calls the breaker rejected without calling.
     pub rejected: u64,
+    /// Rule 23: of those, the calls the ramp after a recovery turned away (closed).
+    pub ramp_rejected: u64,
     /// Calls judged successful.
     pub ok: u64,
     /// Failures: an error status.
@@ -240,14 +242,19 @@ impl Callers {
         let Some(breaker) = group.nodes.get(node) else {
             return;
         };
-        let Some(permit) = node::acquire(breaker).await else {
-            let waited = started.elapsed();
-            group.count(|c| {
-                c.offered += 1;
-                c.rejected += 1;
-                c.waited += waited;
-            });
-            return;
+        let permit = match node::acquire(breaker).await {
+            Ok(permit) => permit,
+            Err(open) => {
+                let waited = started.elapsed();
+                let ramp = open.reason() == RejectReason::Ramp;
+                group.count(|c| {
+                    c.offered += 1;
+                    c.rejected += 1;
+                    c.ramp_rejected += u64::from(ramp);
+                    c.waited += waited;
+                });
+                return;
+            }
         };
         let probe = node::is_probe(&permit);
         group.count(|c| {

@@ -77,7 +77,11 @@ impl View {
         }
         for (g, c) in groups.iter().zip(counts) {
             let text = if g.has_breaker() {
-                let phase = g.phase_text();
+                let mut phase = g.phase_text();
+                if c.ramp_rejected > 0 {
+                    // Rule 23: closed, but admitting a growing share after the recovery.
+                    phase = format!("{phase} (ramp {}%)", c.sent * 100 / c.offered.max(1));
+                }
                 let cells = format!(
                     " | {:>4} {:>4} {:>4} {:>4} {:>4} {:>3} ",
                     c.sent,

@@ -161,7 +161,7 @@ impl Worker {
                 if let Some(s) = stats {
                     s.rejected();
                 }
-                return Ok(reply::circuit_open(name, open.retry_after()));
+                return Ok(reply::circuit_open(name, &open));
             }
         };
 

@@ -1,7 +1,6 @@
 //! The proxy's own answers: small JSON bodies.
 
-use std::time::Duration;
-
+use breakerbox::CircuitOpen;
 use http::header::{HeaderValue, CONNECTION, CONTENT_TYPE, RETRY_AFTER};
 use http::{Response, StatusCode};
 use serde_json::json;
@@ -38,12 +37,19 @@ pub fn error(
     json(status, &body)
 }
 
-/// 503 while a breaker is open: `Retry-After` in whole seconds (rounded up) when known.
-pub fn circuit_open(upstream: &str, retry_after: Option<Duration>) -> Response<ProxyBody> {
+/// 503 while a breaker is open (or, rule 23, ramping up after a recovery: `reason`
+/// `ramp`): `Retry-After` in whole seconds (rounded up) when known.
+pub fn circuit_open(upstream: &str, open: &CircuitOpen) -> Response<ProxyBody> {
+    let retry_after = open.retry_after();
     let ms = retry_after.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
     let mut response = json(
         StatusCode::SERVICE_UNAVAILABLE,
-        &json!({ "error": "circuit_open", "upstream": upstream, "retry_after_ms": ms }),
+        &json!({
+            "error": "circuit_open",
+            "upstream": upstream,
+            "retry_after_ms": ms,
+            "reason": open.reason().as_str(),
+        }),
     );
     if let Some(d) = retry_after {
         let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);

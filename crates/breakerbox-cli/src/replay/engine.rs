@@ -28,6 +28,9 @@ pub struct Stats {
     pub rejected: u64,
     /// Rejected calls that the trace says would have failed.
     pub rejected_would_fail: u64,
+    /// Rule 23: rejected calls (counted in `rejected`) that the ramp after a recovery
+    /// turned away while the breaker was closed.
+    pub ramp_rejections: u64,
     /// Rule 20: with `shadow = true`, calls admitted that the breaker would have rejected
     /// (they are also in `admitted`; `rejected` stays zero).
     pub shadow_rejections: u64,
@@ -204,8 +207,15 @@ impl Replayer {
                     self.pending.push(Reverse(pending));
                 }
             }
-            _ => {
+            decision => {
                 self.stats.rejected += 1;
+                if let Decision::Rejected {
+                    phase: Phase::Closed,
+                    ..
+                } = decision
+                {
+                    self.stats.ramp_rejections += 1;
+                }
                 let (judgement, _) =
                     self.judge_within(PermitKind::Normal, status, latency, error_code);
                 let failed = judgement.verdict == Verdict::Failure;

@@ -5,11 +5,13 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use breakerbox::config::ramp_admits;
 use breakerbox::contract::LocalAdmission;
 use breakerbox::model::{Decision, PermitKind};
 use breakerbox::{CircuitOpen, Clock, EventKind, Nanos, Phase};
 
 use super::permit::Route;
+use super::view::View;
 use super::{RedisBreaker, RedisPermit};
 use crate::events::Stats;
 use crate::options::{Fallback, Mode};
@@ -105,6 +107,7 @@ impl<C: Clock + Clone> RedisBreaker<C> {
             return None;
         }
         match view.phase {
+            Phase::Closed if !view.warm && view.until.is_some() => self.decide_ramp(&view),
             Phase::Closed if !view.warm => {
                 Stats::add(&inner.stats.local_admits, 1);
                 Some(Ok(self.permit(
@@ -136,6 +139,44 @@ impl<C: Clock + Clone> RedisBreaker<C> {
             }
             _ => None,
         }
+    }
+
+    /// Rule 23 from the view: while the view's ramp runs, this node numbers its own
+    /// closed-phase acquires and admits the n-th iff `ramp_admits(n, fraction now)`, so
+    /// each node passes its share of its own calls (the fleet's share is the same within
+    /// the per-node bound of `ramp_admits`), with no Redis call. In shadow mode the call
+    /// the view would reject goes to Redis (rule 20), whose acquire script decides.
+    fn decide_ramp(&self, view: &View) -> Option<Result<RedisPermit<C>, CircuitOpen>> {
+        let inner = &self.inner;
+        let now = inner.clock.now_coarse();
+        let fraction = match (inner.config.ramp, view.until) {
+            (Some(ramp), Some(end)) if now < end => {
+                let total = Nanos::from_duration(ramp.duration);
+                ramp.fraction_ppm(total.saturating_sub(end.saturating_sub(now)))
+            }
+            _ => None,
+        };
+        let admitted = match fraction {
+            Some(fraction) => {
+                let n = inner.ramp_calls.fetch_add(1, Ordering::Relaxed);
+                ramp_admits(n, fraction)
+            }
+            None => true,
+        };
+        if admitted {
+            Stats::add(&inner.stats.local_admits, 1);
+            return Some(Ok(self.permit(
+                view.generation,
+                PermitKind::Normal,
+                0,
+                Route::Batched,
+            )));
+        }
+        if view.shadow {
+            return None;
+        }
+        Stats::add(&inner.stats.local_rejects, 1);
+        Some(Err(inner.reject(CircuitOpen::new(Phase::Closed, None))))
     }
 
     /// Whether a registry may forget this breaker: no other handle or permit, nothing

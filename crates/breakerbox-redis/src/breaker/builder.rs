@@ -380,6 +380,7 @@ impl<C: Clock + Clone> RedisBreakerBuilder<C> {
             suspect: AtomicBool::new(false),
             settled: Notify::new(),
             alerted: AtomicU64::new(0),
+            ramp_calls: AtomicU64::new(0),
             #[cfg(feature = "metrics")]
             counters,
             wake: wake.clone(),

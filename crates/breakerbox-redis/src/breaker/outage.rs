@@ -86,7 +86,7 @@ impl<C: Clock + Clone> Inner<C> {
     pub(crate) fn restore_op(&self, stored: &Reply) -> Option<ManualOp> {
         let view = self.view();
         let now = self.clock.now();
-        if !view.is_lost_by(&news_of(&stored.state, stored.now_us, 1)) {
+        if !view.is_lost_by(&news_of(&stored.state, stored.now_us, 1, 0)) {
             return None;
         }
         let holds = view.holds_at(now);

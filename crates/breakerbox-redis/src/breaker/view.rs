@@ -16,7 +16,7 @@ pub(crate) struct View {
     /// The generation.
     pub(crate) generation: u64,
     /// Open / ForcedOpen / Disabled: when the phase or override ends, on the local clock
-    /// (`None`: never).
+    /// (`None`: never). Closed: when the ramp ends (rule 23; `None`: no ramp).
     pub(crate) until: Option<Nanos>,
     /// Whether anything was heard yet.
     pub(crate) known: bool,
@@ -37,7 +37,8 @@ pub(crate) struct View {
 pub(crate) struct News {
     pub(crate) phase: Phase,
     pub(crate) generation: u64,
-    /// Time left of the phase or override, in microseconds (`None`: never).
+    /// Time left of the phase or override, in microseconds (`None`: never); in closed,
+    /// of the ramp (`None`: no ramp).
     pub(crate) remaining_us: Option<u64>,
     /// The closed phase's failure streak is long enough to make the view warm.
     pub(crate) warm: bool,

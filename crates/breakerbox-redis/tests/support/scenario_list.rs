@@ -63,6 +63,13 @@ macro_rules! with_shared_scenarios {
                 a_probe_later_than_the_probe_timeout_reopens,
                 probes_use_the_call_timeout_without_a_probe_timeout,
             ]
+            ramp: [
+                ramp_admits_the_stated_fraction_at_stated_times,
+                the_ramp_ends_at_all_calls,
+                only_a_close_from_half_open_ramps,
+                a_trip_during_the_ramp_reopens_and_keeps_backing_off,
+                shadow_admits_what_the_ramp_would_reject,
+            ]
             shadow: [
                 shadow_trips_as_usual_but_admits_and_counts_would_be_rejections,
                 shadow_keeps_the_half_open_probe_limit_and_its_transitions,

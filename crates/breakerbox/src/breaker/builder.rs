@@ -115,6 +115,8 @@ impl<C: Clock> Builder<C> {
         probe_timeout(timeout: Duration);
         /// See [`ConfigBuilder::quorum`] (rule 21; this engine refuses more than 1).
         quorum(k: u32);
+        /// See [`ConfigBuilder::ramp`] (rule 23).
+        ramp(start: f64, duration: Duration);
     }
 
     /// Starts from a ready config (later setters still apply on top of it).

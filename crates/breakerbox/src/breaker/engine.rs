@@ -48,6 +48,11 @@ pub(crate) struct Engine<C> {
     pub(super) shadow: AtomicBool,
     /// Rule 20: would-be rejections admitted in shadow mode.
     pub(super) shadow_rejections: AtomicU64,
+    /// Rule 23: when the current ramp began (written before the word that sets the ramp
+    /// flag is published; read only when the word has the flag).
+    pub(super) ramp_started: AtomicU64,
+    /// Rule 23: the acquires of the current ramp so far; each takes its number here.
+    pub(super) ramp_calls: super::padded::Padded<AtomicU64>,
     pub(super) cold: Mutex<Cold>,
     pub(crate) config: Config,
     /// `config.measures_latency()`, read once: whether permits read the clock (a slow-call
@@ -101,6 +106,8 @@ impl<C: Clock> Engine<C> {
             stale: AtomicU64::new(0),
             shadow: AtomicBool::new(config.shadow),
             shadow_rejections: AtomicU64::new(0),
+            ramp_started: AtomicU64::new(0),
+            ramp_calls: super::padded::Padded(AtomicU64::new(0)),
             cold: Mutex::new(Cold { trips: 0 }),
             timed: config.measures_latency(),
             deadlines: config.has_deadline(),
@@ -119,14 +126,14 @@ impl<C: Clock> Engine<C> {
 
     // ----- acquire -------------------------------------------------------------------
 
-    /// Admits a call or says why not. Closed costs one atomic load.
+    /// Admits a call or says why not. Closed without a ramp costs one atomic load.
     #[inline(always)]
     pub(crate) fn acquire(&self) -> Result<(u64, PermitKind), CircuitOpen> {
         let w = self.load();
-        match w.phase() {
-            Phase::Closed => Ok((w.generation(), PermitKind::Normal)),
-            _ => self.acquire_not_closed(w),
+        if w.is_plain_closed() {
+            return Ok((w.generation(), PermitKind::Normal));
         }
+        self.acquire_not_closed(w)
     }
 
     #[inline(never)]
@@ -159,7 +166,7 @@ impl<C: Clock> Engine<C> {
                 }
                 self.acquire_slow(now)
             }
-            Phase::Closed => Ok((w.generation(), PermitKind::Normal)),
+            Phase::Closed => self.acquire_ramp(w),
         }
     }
 
@@ -177,6 +184,7 @@ impl<C: Clock> Engine<C> {
         let w = self.load();
         let retry = |until: u64, now: Nanos| Some(Nanos(until.saturating_sub(now.as_u64())));
         match w.phase() {
+            Phase::Closed if w.ramping() => self.check_ramp(),
             Phase::Closed | Phase::Disabled => Ok(()),
             Phase::ForcedOpen if self.until.load(Ordering::Acquire) == u64::MAX => {
                 Err(open_at(Phase::ForcedOpen, None))
@@ -265,6 +273,8 @@ impl<C: Clock> Engine<C> {
             let mut cold = lock(&self.cold);
             let w = self.settle_locked(&mut cold, now, &mut pending);
             match w.phase() {
+                // A probe closed it meanwhile: the ramp decides, once the lock is free.
+                Phase::Closed if w.ramping() => Err((w.generation(), Phase::Closed, None)),
                 Phase::Closed => Ok((w.generation(), PermitKind::Normal)),
                 Phase::Disabled => Ok((w.generation(), PermitKind::Passthrough)),
                 Phase::Open | Phase::ForcedOpen => {
@@ -294,13 +304,17 @@ impl<C: Clock> Engine<C> {
             }
         };
         self.announce(pending);
-        decision.or_else(|(generation, phase, retry)| self.rejected(generation, phase, retry))
+        match decision {
+            Err((_, Phase::Closed, _)) => self.acquire(),
+            decision => decision
+                .or_else(|(generation, phase, retry)| self.rejected(generation, phase, retry)),
+        }
     }
 
     /// A rejection in `phase` of `generation`, or, in shadow mode (rule 20), a passthrough
     /// permit of that generation, counted as a would-be rejection.
     #[inline]
-    fn rejected(
+    pub(super) fn rejected(
         &self,
         generation: u64,
         phase: Phase,
@@ -416,6 +430,8 @@ impl<C: Clock> Engine<C> {
             let mut cold = lock(&self.cold);
             let w = self.load();
             if w.generation() == generation && w.phase() == Phase::Closed {
+                // Rule 23: a ramp over by now ends first (the recovery was complete).
+                self.settle_ramp_locked(&mut cold, w, now);
                 self.reopen_locked(
                     &mut cold,
                     w,
@@ -488,6 +504,7 @@ impl<C: Clock> Engine<C> {
                     &mut cold,
                     w,
                     crate::model::TransitionReason::ProbesSucceeded,
+                    self.config.ramp.map(|_| now),
                     &mut pending,
                 );
             } else if let (true, Err(retry_hint)) = (current, result) {

@@ -6,7 +6,7 @@
 //!
 //! | word                         | fields, low bits first                                    |
 //! |------------------------------|-----------------------------------------------------------|
-//! | state word (`u64`)           | phase (3), probes in flight (12), probe successes (12), generation (37) |
+//! | state word (`u64`)           | phase (3), ramping (1), probes in flight (12), probe successes (12), generation (36) |
 //! | failure streak (`u64`)       | run (48), epoch tag (16)                                  |
 //!
 //! The epoch tag is the low [`TAG_BITS`] bits of a closed phase's generation: it tells a
@@ -46,10 +46,13 @@ pub(crate) const fn tag_is_newer(a: u64, b: u64) -> bool {
 
 /// Width of the phase ([`crate::Phase::index`]).
 pub(crate) const PHASE_BITS: u32 = 3;
+/// Rule 23: the flag set in a closed phase while its ramp may still be running, next to
+/// the phase, so that "closed and not ramping" is one mask and compare on the hot path.
+pub(crate) const RAMP_FLAG: u64 = 1 << PHASE_BITS;
 /// Width of each half-open counter (probes in flight, probe successes).
 pub(crate) const PROBE_COUNT_BITS: u32 = 12;
 /// Shift of the probes in flight.
-pub(crate) const IN_FLIGHT_SHIFT: u32 = PHASE_BITS;
+pub(crate) const IN_FLIGHT_SHIFT: u32 = PHASE_BITS + 1;
 /// Shift of the probe successes.
 pub(crate) const SUCCESS_SHIFT: u32 = IN_FLIGHT_SHIFT + PROBE_COUNT_BITS;
 /// Shift of the generation, which takes every bit left.
@@ -60,7 +63,7 @@ pub(crate) const GEN_BITS: u32 = 64 - GEN_SHIFT;
 pub(crate) const PHASE_MASK: u64 = mask(PHASE_BITS);
 /// Mask of a half-open counter; also the largest value it holds.
 pub(crate) const PROBE_COUNT_MASK: u64 = mask(PROBE_COUNT_BITS);
-/// Generations wrap at `2^GEN_BITS` (2^37: a permit would have to outlive 137 billion
+/// Generations wrap at `2^GEN_BITS` (2^36: a permit would have to outlive 68 billion
 /// transitions to be mistaken for a current one).
 pub(crate) const GEN_MASK: u64 = mask(GEN_BITS);
 
@@ -73,8 +76,9 @@ pub(crate) const STREAK_MASK: u64 = mask(STREAK_BITS);
 
 // ----- compile-time checks -------------------------------------------------------------
 
-// Every phase fits the phase field.
+// Every phase fits the phase field; a closed word without the ramp flag has both zero.
 const _: () = assert!(crate::Phase::ALL.len() as u64 <= PHASE_MASK + 1);
+const _: () = assert!(crate::Phase::Closed.index() == 0 && RAMP_FLAG & PHASE_MASK == 0);
 // The state word: the generation keeps enough bits to make a stale permit implausible, and
 // always more than the epoch tag derived from it.
 const _: () = assert!(GEN_SHIFT + GEN_BITS == 64);

@@ -26,7 +26,7 @@ impl<C: Clock> Engine<C> {
                     pending,
                 ),
             Phase::Disabled if now.as_u64() >= self.until.load(Ordering::Acquire) => {
-                self.enter_closed_locked(cold, w, TransitionReason::OverrideExpired, pending)
+                self.enter_closed_locked(cold, w, TransitionReason::OverrideExpired, None, pending)
             }
             _ => w,
         }
@@ -77,15 +77,18 @@ impl<C: Clock> Engine<C> {
         next
     }
 
-    /// A fresh closed phase: new generation, empty window and streak, no trips.
+    /// A fresh closed phase: new generation, empty window and streak, no trips; or, with
+    /// `ramp` (the close from half-open with a ramp configured, rule 23), a ramp that
+    /// begins then, keeping the trips until it ends.
     pub(super) fn enter_closed_locked(
         &self,
         cold: &mut Cold,
         w: Word,
         reason: TransitionReason,
+        ramp: Option<Nanos>,
         pending: &mut Pending,
     ) -> Word {
-        let next = w.next(Phase::Closed);
+        let next = w.next(Phase::Closed).with_ramp(ramp.is_some());
         let tag = epoch_tag(next.generation());
         self.streak.reset(tag);
         match &self.window {
@@ -94,7 +97,13 @@ impl<C: Clock> Engine<C> {
             super::engine::EngineWindow::Time(window) => window.reset(next.generation()),
         }
         self.until.store(0, Ordering::Release);
-        cold.trips = 0;
+        match ramp {
+            Some(started) => {
+                self.ramp_started.store(started.as_u64(), Ordering::Release);
+                self.ramp_calls.0.store(0, Ordering::Release);
+            }
+            None => cold.trips = 0,
+        }
         self.publish(w, next, reason, pending)
     }
 
@@ -155,7 +164,7 @@ impl<C: Clock> Engine<C> {
         {
             let mut cold = lock(&self.cold);
             let w = self.load();
-            self.enter_closed_locked(&mut cold, w, TransitionReason::Reset, &mut pending);
+            self.enter_closed_locked(&mut cold, w, TransitionReason::Reset, None, &mut pending);
         }
         self.announce(pending);
     }

@@ -5,7 +5,8 @@
 //! [`super::layout`].
 
 use super::layout::{
-    GEN_MASK, GEN_SHIFT, IN_FLIGHT_SHIFT, PHASE_MASK, PROBE_COUNT_MASK as COUNT_MASK, SUCCESS_SHIFT,
+    GEN_MASK, GEN_SHIFT, IN_FLIGHT_SHIFT, PHASE_MASK, PROBE_COUNT_MASK as COUNT_MASK, RAMP_FLAG,
+    SUCCESS_SHIFT,
 };
 use crate::Phase;
 
@@ -19,6 +20,26 @@ impl Word {
 
     pub(crate) fn phase(self) -> Phase {
         Phase::from_index((self.0 & PHASE_MASK) as usize).unwrap_or(Phase::Disabled)
+    }
+
+    /// Closed with no ramp to consider: the closed hot path's one test.
+    #[inline(always)]
+    pub(crate) fn is_plain_closed(self) -> bool {
+        self.0 & (PHASE_MASK | RAMP_FLAG) == 0
+    }
+
+    /// Rule 23: whether the ramp flag is set (only ever in a closed phase).
+    pub(crate) fn ramping(self) -> bool {
+        self.0 & RAMP_FLAG != 0
+    }
+
+    /// The same word with the ramp flag set or cleared.
+    pub(crate) fn with_ramp(self, on: bool) -> Word {
+        if on {
+            Word(self.0 | RAMP_FLAG)
+        } else {
+            Word(self.0 & !RAMP_FLAG)
+        }
     }
 
     pub(crate) fn generation(self) -> u64 {
@@ -66,5 +87,10 @@ mod tests {
         assert_eq!(n.generation(), 0);
         assert_eq!(n.in_flight(), 0);
         assert_eq!(n.phase(), Phase::Closed);
+        assert!(n.is_plain_closed());
+        let ramping = n.with_ramp(true);
+        assert!(ramping.ramping() && !ramping.is_plain_closed());
+        assert_eq!((ramping.phase(), ramping.generation()), (Phase::Closed, 0));
+        assert!(ramping.with_ramp(false).is_plain_closed());
     }
 }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::{Config, HumanDuration, Rate, RateRule, WindowKind};
+use super::{Config, HumanDuration, Ramp, Rate, RateRule, WindowKind};
 use crate::ConfigError;
 
 /// The largest `max_probes` or `required_successes` (4095): the in-memory engine counts
@@ -45,6 +45,7 @@ pub struct ConfigBuilder {
     call_timeout: Option<Duration>,
     probe_timeout: Option<Duration>,
     quorum: Option<u32>,
+    ramp: Option<(f64, Duration)>,
 }
 
 /// Defaults, public so every engine and document agrees on them.
@@ -185,6 +186,24 @@ impl ConfigBuilder {
         self
     }
 
+    /// Recovers gradually (rule 23): after half-open closes, admit the fraction `start`
+    /// (in (0, 1]) of calls, growing linearly to all of them over `duration` (above zero,
+    /// at most an hour); the others are rejected with
+    /// [`RejectReason::Ramp`](crate::RejectReason::Ramp).
+    ///
+    /// ```
+    /// use breakerbox::Config;
+    /// use std::time::Duration;
+    /// let config = Config::builder().ramp(0.1, Duration::from_secs(30)).build().unwrap();
+    /// assert_eq!(config.ramp.unwrap().start.ppm(), 100_000);
+    /// let err = Config::builder().ramp(1.5, Duration::from_secs(30)).build().unwrap_err();
+    /// assert_eq!(err.field(), "ramp_start");
+    /// ```
+    pub fn ramp(mut self, start: f64, duration: Duration) -> Self {
+        self.ramp = Some((start, duration));
+        self
+    }
+
     /// Validates and builds the config.
     pub fn build(self) -> Result<Config, ConfigError> {
         let failure_rate = self
@@ -238,6 +257,10 @@ impl ConfigBuilder {
         let recovery_timeout = self.recovery_timeout.unwrap_or(defaults::RECOVERY_TIMEOUT);
         let (backoff_multiplier, max_open_duration) =
             self.backoff.unwrap_or((1.0, recovery_timeout));
+        let ramp = self
+            .ramp
+            .map(|(start, duration)| Ramp::new(start, duration))
+            .transpose()?;
         let config = Config {
             consecutive_failures,
             rate,
@@ -257,6 +280,7 @@ impl ConfigBuilder {
             call_timeout: self.call_timeout,
             probe_timeout: self.probe_timeout,
             quorum: self.quorum.unwrap_or(1),
+            ramp,
         };
         validate(&config)?;
         Ok(config)
@@ -328,6 +352,9 @@ pub(crate) fn validate(c: &Config) -> Result<(), ConfigError> {
             "0s",
             "a duration above zero",
         ));
+    }
+    if let Some(ramp) = &c.ramp {
+        ramp.validate()?;
     }
     validate_deadlines(c)
 }
@@ -440,6 +467,7 @@ impl From<Config> for ConfigBuilder {
             call_timeout: c.call_timeout,
             probe_timeout: c.probe_timeout,
             quorum: Some(c.quorum),
+            ramp: c.ramp.map(|r| (r.start.as_f64(), r.duration)),
         }
     }
 }

@@ -33,6 +33,8 @@ use crate::ConfigError;
 /// call_timeout = "2s"               # a call slower than this is a timeout failure
 /// probe_timeout = "500ms"           # ... and a half-open probe slower than this
 /// quorum = 1                        # shared breakers: nodes whose failures a trip needs
+/// ramp_start = 0.1                  # after recovery admit 10% of calls...
+/// ramp_duration = "30s"             # ...growing to all of them over 30 s (both or neither)
 /// ```
 ///
 /// A missing key takes the builder's default ([`defaults`](super::defaults)). Durations
@@ -150,6 +152,18 @@ pub struct ConfigFile {
     /// needs (1..=64; 1 = no quorum).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quorum: Option<u32>,
+    /// Rule 23: after half-open closes, admit this fraction of calls (in (0, 1]) at
+    /// first; requires `ramp_duration`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ramp_start: Option<f64>,
+    /// Rule 23: how long the admitted fraction takes to grow to all calls; requires
+    /// `ramp_start`.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "keys::ramp_duration"
+    )]
+    pub ramp_duration: Option<Duration>,
 }
 
 impl ConfigFile {
@@ -216,6 +230,24 @@ impl ConfigFile {
         if let Some(k) = self.quorum {
             b = b.quorum(k);
         }
+        match (self.ramp_start, self.ramp_duration) {
+            (Some(start), Some(duration)) => b = b.ramp(start, duration),
+            (Some(_), None) => {
+                return Err(ConfigError::new(
+                    "ramp_duration",
+                    "none",
+                    "a duration, required when ramp_start is set",
+                ))
+            }
+            (None, Some(_)) => {
+                return Err(ConfigError::new(
+                    "ramp_start",
+                    "none",
+                    "a fraction in (0, 1], required when ramp_duration is set",
+                ))
+            }
+            (None, None) => {}
+        }
         b.build()
     }
 }
@@ -244,6 +276,8 @@ impl From<&Config> for ConfigFile {
             call_timeout: c.call_timeout,
             probe_timeout: c.probe_timeout,
             quorum: c.has_quorum().then_some(c.quorum),
+            ramp_start: c.ramp.map(|r| r.start.as_f64()),
+            ramp_duration: c.ramp.map(|r| r.duration),
         }
     }
 }

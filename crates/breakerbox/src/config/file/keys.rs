@@ -40,6 +40,7 @@ duration_key!(max_open_duration);
 duration_key!(half_open_timeout);
 duration_key!(call_timeout);
 duration_key!(probe_timeout);
+duration_key!(ramp_duration);
 
 /// The `window` key: `count:N`, `time:DURATION` or `time:DURATION/BUCKETS`.
 pub(super) mod window {
