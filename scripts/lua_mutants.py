@@ -192,7 +192,9 @@ def main():
     print(f"== baseline: {' '.join(TESTS)} on the unmutated scripts", flush=True)
     outcome, secs, log = run_tests(args.timeout)
     if outcome != "missed":
-        print(log[-4000:])
+        lines = log.splitlines()
+        at = next((i for i, l in enumerate(lines) if "panicked at" in l), max(0, len(lines) - 60))
+        print("\n".join(lines[at : at + 60]))
         print(f"the unmutated tests do not pass ({outcome})", file=sys.stderr)
         return 2
     print(f"ok in {secs:.0f}s; {len(mutants)} mutants", flush=True)
