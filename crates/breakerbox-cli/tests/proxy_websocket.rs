@@ -121,12 +121,19 @@ fn a_refused_handshake_is_judged_by_its_status_and_trips_the_breaker() {
     upstream.answer(503, "down");
     let dir = temp_dir("websocket-refused");
     let proxy = ProxyProcess::start(&dir, &config(&upstream.url()));
+    // Each refusal is read to its end: a client that hangs up after the head leaves the
+    // exchange unjudged (its permit is released), which is the proxy's rule for clients
+    // that go away.
+    let handshake = [
+        ("connection", "upgrade"),
+        ("upgrade", "websocket"),
+        ("sec-websocket-version", "13"),
+        ("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ=="),
+    ];
     for _ in 0..2 {
-        let error = connect(proxy.addr, "/chat/room").unwrap_err();
-        match error {
-            tungstenite::Error::Http(response) => assert_eq!(response.status(), 503),
-            other => panic!("expected an HTTP 503 refusal, got {other:?}"),
-        }
+        let reply = harness::request(proxy.addr, "GET", "/chat/room", &handshake, b"");
+        assert_eq!(reply.status, 503, "{reply:?}");
+        assert_eq!(reply.body, "down");
     }
     assert_eq!(upstream.count(), 2);
     // The record lands as the refusal's body ends, which may be after the client read it.

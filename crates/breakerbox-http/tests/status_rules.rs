@@ -270,12 +270,14 @@ fn a_judge_prints_only_the_codes_whose_verdict_differs_from_their_class_default(
         .unwrap();
     let printed = format!("{judge:?}");
     assert!(
-        printed.contains("table: {404: Failure, 408: Failure, 429: Failure, 503: Ignore}"),
+        printed.contains(
+            "table: {101: Success, 404: Failure, 408: Failure, 429: Failure, 503: Ignore}"
+        ),
         "{printed}"
     );
     let printed = format!("{:?}", HttpJudge::default());
     assert!(
-        printed.contains("table: {408: Failure, 429: Failure}"),
-        "the defaults print their two code rules: {printed}"
+        printed.contains("table: {101: Success, 408: Failure, 429: Failure}"),
+        "the defaults print their three code rules: {printed}"
     );
 }

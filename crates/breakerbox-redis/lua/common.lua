@@ -281,4 +281,3 @@ local function load()
   end
   return S
 end
-o

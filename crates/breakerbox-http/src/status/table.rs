@@ -18,7 +18,7 @@ impl std::fmt::Debug for StatusTable {
         let mut list = f.debug_map();
         for (i, verdict) in self.verdicts.iter().enumerate() {
             let code = i as u16 + 100;
-            if *verdict != default_code(code).unwrap_or_else(|| default_class(code)) {
+            if *verdict != default_class(code) {
                 list.entry(&code, verdict);
             }
         }
