@@ -8,11 +8,10 @@
 #[path = "support/proxy_harness.rs"]
 mod harness;
 
-use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use harness::{eventually, get, listeners, temp_dir, write, ProxyProcess, Reply, Upstream};
+use harness::{check, eventually, get, listeners, temp_dir, ProxyProcess, Reply, Upstream};
 
 fn config(slow: &Upstream, fast: &Upstream, limits: &str) -> String {
     format!(
@@ -189,29 +188,14 @@ fn concurrency_keys_are_checked_and_name_their_key() {
         ),
     ];
     for (i, (keys, expected)) in cases.iter().enumerate() {
-        let path = write(&dir, &format!("bad{i}.toml"), &upstream(keys));
-        let out = Command::new(harness::binary())
-            .args(["proxy", "--check"])
-            .arg(&path)
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{keys:?} passed --check");
+        let (ok, stderr) = check(&dir, &format!("bad{i}.toml"), &upstream(keys));
+        assert!(!ok, "{keys:?} passed --check");
         assert!(stderr.contains(expected), "{keys:?}: {stderr}");
     }
-    let good = write(
+    let (ok, stderr) = check(
         &dir,
         "good.toml",
         &upstream("max_in_flight = 64\nmax_pending = 0"),
     );
-    let out = Command::new(harness::binary())
-        .args(["proxy", "--check"])
-        .arg(&good)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(ok, "{stderr}");
 }

@@ -10,21 +10,7 @@ mod harness;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use harness::{get, listeners, temp_dir, write, ProxyProcess, Upstream};
-
-/// `breakerbox proxy --check FILE`: (success, stderr).
-fn check(dir: &std::path::Path, name: &str, config: &str) -> (bool, String) {
-    let path = write(dir, name, config);
-    let out = Command::new(harness::binary())
-        .args(["proxy", "--check"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use harness::{check, get, listeners, temp_dir, write, ProxyProcess, Upstream};
 
 fn with_url(url: &str) -> String {
     format!(

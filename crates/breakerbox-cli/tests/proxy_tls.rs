@@ -13,11 +13,10 @@ mod harness;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use harness::{eventually, get, listeners, temp_dir, write, ProxyProcess};
+use harness::{check, eventually, get, listeners, temp_dir, ProxyProcess};
 use http_body_util::Full;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
@@ -252,14 +251,8 @@ fn tls_settings_are_checked_and_name_their_key() {
         ),
     ];
     for (i, (url, tls, expected)) in cases.iter().enumerate() {
-        let path = write(&dir, &format!("bad{i}.toml"), &config(url, tls));
-        let out = Command::new(harness::binary())
-            .args(["proxy", "--check"])
-            .arg(&path)
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{tls:?} passed --check");
+        let (ok, stderr) = check(&dir, &format!("bad{i}.toml"), &config(url, tls));
+        assert!(!ok, "{tls:?} passed --check");
         assert!(stderr.contains(expected), "{tls:?}: {stderr}");
     }
 }
@@ -361,14 +354,8 @@ fn a_tls_listener_needs_a_readable_certificate_and_key() {
         ("tls = \"on\"\n".to_string(), "tls: expected a table"),
     ];
     for (i, (tls, expected)) in cases.iter().enumerate() {
-        let path = write(&dir, &format!("bad{i}.toml"), &with(tls));
-        let out = Command::new(harness::binary())
-            .args(["proxy", "--check"])
-            .arg(&path)
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{tls:?} passed --check");
+        let (ok, stderr) = check(&dir, &format!("bad{i}.toml"), &with(tls));
+        assert!(!ok, "{tls:?} passed --check");
         assert!(stderr.contains(expected), "{tls:?}: {stderr}");
     }
 }

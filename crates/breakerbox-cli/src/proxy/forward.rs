@@ -294,22 +294,7 @@ impl Worker {
                         AfterHead::Judged(judgement) => (Some(judgement), None),
                         AfterHead::ReadBody { cap } => (None, Some(cap)),
                     };
-                if let Some(tunnel_headers) = tunnel {
-                    let outcome = Outcome {
-                        worker: worker.clone(),
-                        slot,
-                        hold: Hold::new(ticket),
-                        exchange,
-                        judged,
-                        upload,
-                        _place: None,
-                    };
-                    // The body a rule may want is the tunnel's first bytes: the head decides.
-                    outcome.complete(None);
-                    strip_hop_by_hop(&mut parts.headers);
-                    parts.headers.extend(tunnel_headers);
-                    return Ok(Response::from_parts(parts, ProxyBody::empty()));
-                }
+                // A tunnel took the place (if any) already.
                 let outcome = Outcome {
                     worker: worker.clone(),
                     slot,
@@ -319,6 +304,13 @@ impl Worker {
                     upload,
                     _place: place,
                 };
+                if let Some(tunnel_headers) = tunnel {
+                    // The body a rule may want is the tunnel's first bytes: the head decides.
+                    outcome.complete(None);
+                    strip_hop_by_hop(&mut parts.headers);
+                    parts.headers.extend(tunnel_headers);
+                    return Ok(Response::from_parts(parts, ProxyBody::empty()));
+                }
                 let mut download = Download::new(
                     incoming,
                     head.lent,

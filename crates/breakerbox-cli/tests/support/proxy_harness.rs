@@ -651,3 +651,17 @@ pub fn eventually(within: Duration, mut f: impl FnMut() -> bool) -> bool {
         thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// `breakerbox proxy --check FILE` on `config` written to `dir/name`: (success, stderr).
+pub fn check(dir: &Path, name: &str, config: &str) -> (bool, String) {
+    let path = write(dir, name, config);
+    let out = Command::new(binary())
+        .args(["proxy", "--check"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
