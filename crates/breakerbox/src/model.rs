@@ -446,40 +446,6 @@ impl ModelState {
         }
     }
 
-    /// Rule 21: the first rule that fired and has its quorum trips; a rule that fired
-    /// without one tells the reporting node to open locally if it reported a failure.
-    fn quorum_trip(
-        &mut self,
-        counts: WindowCounts,
-        (failed, retry_hint): (bool, Option<Nanos>),
-        now: Nanos,
-        config: &Config,
-        r: f64,
-    ) -> Step {
-        let mut local = None;
-        for reason in fired_rules(config, self.consecutive_failures, counts) {
-            if self.quorum.met(reason, &self.window, now, config.quorum) {
-                let reason = TransitionReason::Tripped(reason);
-                return Step {
-                    decision: Decision::Recorded,
-                    transition: Some(self.reopen_hinted(now, config, r, retry_hint, reason)),
-                };
-            }
-            local.get_or_insert(reason);
-        }
-        match local {
-            Some(reason) if failed => recorded(Decision::LocalOpen {
-                reason,
-                open_for: config.open_duration_with_hint(
-                    self.trips.saturating_add(1),
-                    0.0,
-                    retry_hint,
-                ),
-            }),
-            _ => recorded(Decision::Recorded),
-        }
-    }
-
     fn release(&mut self, generation: u64, kind: PermitKind) -> Step {
         if generation != self.generation {
             return recorded(Decision::Stale);

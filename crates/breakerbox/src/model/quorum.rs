@@ -5,8 +5,11 @@
 //!
 //! Rule numbers ("rule 21") refer to `docs/RULES.md` in the repository.
 
-use super::{ModelWindow, TripReason};
-use crate::Nanos;
+use super::{
+    fired_rules, recorded, Decision, ModelState, ModelWindow, Step, TransitionReason, TripReason,
+    WindowCounts,
+};
+use crate::{Config, Nanos};
 
 /// One node's latest failure in the closed phase.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -77,5 +80,42 @@ impl QuorumTrack {
         };
         reason == TripReason::SlowCallRate
             || self.nodes.iter().filter(within).count() >= quorum as usize
+    }
+}
+
+impl ModelState {
+    /// Rule 21: the first rule that fired and has its quorum trips; a rule that fired
+    /// without one tells the reporting node to open locally if it reported a failure. A trip
+    /// is a closed phase's trip like any other (a ramp over by now ends first, rule 23).
+    pub(super) fn quorum_trip(
+        &mut self,
+        counts: WindowCounts,
+        (failed, retry_hint): (bool, Option<Nanos>),
+        now: Nanos,
+        config: &Config,
+        r: f64,
+    ) -> Step {
+        let mut local = None;
+        for reason in fired_rules(config, self.consecutive_failures, counts) {
+            if self.quorum.met(reason, &self.window, now, config.quorum) {
+                let reason = TransitionReason::Tripped(reason);
+                return Step {
+                    decision: Decision::Recorded,
+                    transition: Some(self.trip_closed(now, config, r, retry_hint, reason)),
+                };
+            }
+            local.get_or_insert(reason);
+        }
+        match local {
+            Some(reason) if failed => recorded(Decision::LocalOpen {
+                reason,
+                open_for: config.open_duration_with_hint(
+                    self.trips.saturating_add(1),
+                    0.0,
+                    retry_hint,
+                ),
+            }),
+            _ => recorded(Decision::Recorded),
+        }
     }
 }
