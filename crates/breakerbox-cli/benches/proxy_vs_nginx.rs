@@ -5,7 +5,7 @@
 //! `cargo bench -p breakerbox-cli --bench proxy_vs_nginx`). Needs `nginx`, `haproxy` and
 //! `wrk` on PATH (Debian: `apt-get install -y nginx haproxy wrk`). Environment:
 //! `BENCH_DURATION` (default 10s), `BENCH_CONNECTIONS` (32), `BENCH_THREADS` (2),
-//! `BENCH_ROUNDS` (1), `BREAKERBOX_BIN` (another build of the proxy to measure),
+//! `BENCH_ROUNDS` (3), `BREAKERBOX_BIN` (another build of the proxy to measure),
 //! `BREAKERBOX_BASELINE_BIN` (an older build measured beside it, as a `baseline` row).
 
 #![allow(clippy::disallowed_methods, missing_docs)]
@@ -258,6 +258,16 @@ fn wrk(addr: SocketAddr, duration: &str) -> Run {
     run
 }
 
+/// The median of `values` (the mean of the middle two for an even count; 0 for none).
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    match values.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => values[n / 2],
+        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
+}
+
 fn loadavg() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
@@ -270,7 +280,7 @@ fn main() {
         return;
     }
     let duration = env_or("BENCH_DURATION", "10s");
-    let rounds: usize = env_or("BENCH_ROUNDS", "1").parse().unwrap_or(1);
+    let rounds: usize = env_or("BENCH_ROUNDS", "3").parse().unwrap_or(3);
     let dir: PathBuf =
         std::env::temp_dir().join(format!("breakerbox-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -314,12 +324,14 @@ fn main() {
     );
     let mut totals = [0.0f64; 5];
     let mut worst_p99 = [0.0f64; 5];
+    let mut p99s: [Vec<f64>; 5] = Default::default();
     for _ in 0..rounds {
         for (i, &(name, addr)) in targets.iter().enumerate() {
             let load = loadavg();
             let run = wrk(addr, &duration);
             totals[i] += run.rps;
             worst_p99[i] = worst_p99[i].max(run.p99_ms);
+            p99s[i].push(run.p99_ms);
             println!(
                 "{:<12} {:>12.0} {:>10.3} {:>10.3}  {:<14} {}",
                 name, run.rps, run.p50_ms, run.p99_ms, load, run.errors
@@ -341,13 +353,21 @@ fn main() {
             worst_p99[4]
         );
     }
-    let best_p99 = worst_p99[1].min(worst_p99[2]);
     println!(
-        "worst p99 over the rounds: breakerbox {:.3} ms, nginx {:.3} ms, haproxy {:.3} ms {}",
-        worst_p99[3],
-        worst_p99[1],
-        worst_p99[2],
-        if worst_p99[3] <= best_p99 {
+        "worst p99 over the rounds: breakerbox {:.3} ms, nginx {:.3} ms, haproxy {:.3} ms",
+        worst_p99[3], worst_p99[1], worst_p99[2],
+    );
+    // The verdict uses each target's median p99 over the rounds: on 2 cores shared by wrk,
+    // the upstream and the proxy, one round's p99 is mostly the scheduler's (the same
+    // target's p99 moves by 2x between rounds), and the worst of a few rounds is one outlier.
+    let median_p99: Vec<f64> = p99s.iter_mut().map(|v| median(v)).collect();
+    let best_p99 = median_p99[1].min(median_p99[2]);
+    println!(
+        "median p99 over the rounds: breakerbox {:.3} ms, nginx {:.3} ms, haproxy {:.3} ms {}",
+        median_p99[3],
+        median_p99[1],
+        median_p99[2],
+        if median_p99[3] <= best_p99 {
             "OK"
         } else {
             "WORSE"

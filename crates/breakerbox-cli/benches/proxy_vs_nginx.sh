@@ -1,7 +1,7 @@
 #!/bin/sh
 # breakerbox proxy vs nginx proxy_pass and HAProxy, same loopback upstream, wrk, one run.
 # Needs nginx, haproxy and wrk (Debian: apt-get install -y nginx haproxy wrk).
-# Tunables: BENCH_DURATION (10s), BENCH_CONNECTIONS (32), BENCH_THREADS (2), BENCH_ROUNDS (1).
+# Tunables: BENCH_DURATION (10s), BENCH_CONNECTIONS (32), BENCH_THREADS (2), BENCH_ROUNDS (3).
 set -eu
 cd "$(dirname "$0")/../../.."
 for tool in nginx haproxy wrk; do
