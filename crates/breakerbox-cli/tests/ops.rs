@@ -241,3 +241,65 @@ async fn shadow_puts_a_shared_breaker_in_shadow_for_every_node_until_off() {
         Phase::ForcedOpen
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_shows_a_recovery_ramp_while_it_is_recorded() {
+    let redis = RedisServer::start();
+    let config = Config::builder()
+        .consecutive_failures(1)
+        .recovery_timeout(Duration::from_millis(200))
+        .required_successes(1)
+        .ramp(0.1, Duration::from_secs(60))
+        .build()
+        .expect("a valid config");
+    let checkout = RedisBreaker::builder(redis.url(), "checkout")
+        .config(config)
+        .prefix("bb:")
+        .mode(Mode::Strict)
+        .build()
+        .await
+        .expect("a redis breaker");
+    checkout
+        .acquire()
+        .await
+        .unwrap()
+        .record(Verdict::Failure)
+        .await;
+    let rows = json(&ops(&redis, &["status", "checkout", "--json"]));
+    assert!(
+        rows[0].get("ramp_age_s").is_none(),
+        "open, no ramp: {}",
+        rows[0]
+    );
+    assert_eq!(
+        stdout(&ops(&redis, &["status", "checkout"]))
+            .lines()
+            .nth(1)
+            .map(|l| l.trim_end().ends_with('-')),
+        Some(true)
+    );
+
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    let probe = checkout
+        .acquire()
+        .await
+        .expect("a probe after the cool-down");
+    probe.record(Verdict::Success).await;
+    let mut admitted = 0;
+    for _ in 0..10 {
+        if let Ok(permit) = checkout.acquire().await {
+            permit.record(Verdict::Success).await;
+            admitted += 1;
+        }
+    }
+    assert!(admitted < 10, "at 10 % the ramp rejects most calls");
+
+    let rows = json(&ops(&redis, &["status", "checkout", "--json"]));
+    assert_eq!(rows[0]["phase"], "closed");
+    let age = rows[0]["ramp_age_s"].as_f64().expect("a ramp is recorded");
+    assert!((0.0..30.0).contains(&age), "{age}");
+    assert_eq!(rows[0]["ramp_calls"], 10, "{}", rows[0]);
+    let table = stdout(&ops(&redis, &["status", "checkout"]));
+    assert!(table.contains("RAMP"), "{table}");
+    assert!(table.contains("(10 calls)"), "{table}");
+}

@@ -353,7 +353,8 @@ fn status_and_metrics_report_every_breaker() {
         "breakerbox_calls_total{breaker=\"payments\",verdict=\"success\"} 1",
         "breakerbox_calls_total{breaker=\"payments\",verdict=\"failure\"} 1",
         "breakerbox_calls_total{breaker=\"payments\",verdict=\"ignore\"} 1",
-        "breakerbox_rejections_total{breaker=\"inventory\"} 0",
+        "breakerbox_rejections_total{breaker=\"inventory\",reason=\"open\"} 0",
+        "breakerbox_rejections_total{breaker=\"inventory\",reason=\"ramp\"} 0",
         "breakerbox_transitions_total{breaker=\"inventory\",from=\"closed\",to=\"forced_open\"} 1",
         "breakerbox_stale_results_total{breaker=\"payments\"} 0",
     ] {
@@ -707,4 +708,13 @@ fn after_a_recovery_a_growing_share_of_requests_reaches_the_upstream() {
         reached[0] < 25 && reached[0] < reached[1] && reached[2] == 50,
         "requests that reached the upstream per burst: {reached:?}"
     );
+    // The ramp's 503s are counted apart from the open phase's.
+    let metrics = get(proxy.admin, "/metrics").body;
+    let ramp = 150 - reached.iter().sum::<usize>();
+    for line in [
+        format!("breakerbox_rejections_total{{breaker=\"payments\",reason=\"ramp\"}} {ramp}"),
+        "breakerbox_rejections_total{breaker=\"payments\",reason=\"open\"} 0".to_string(),
+    ] {
+        assert!(metrics.contains(&line), "no {line} in\n{metrics}");
+    }
 }

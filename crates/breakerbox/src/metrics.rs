@@ -6,8 +6,8 @@
 //! | `breakerbox_state` | gauge | `breaker`, `phase` | 1 for the phase the breaker is in (as this process sees it), 0 for the others |
 //! | `breakerbox_calls_total` | counter | `breaker`, `verdict` | recorded outcomes (probes included) by verdict |
 //! | `breakerbox_probes_total` | counter | `breaker`, `verdict` | half-open probe outcomes by verdict |
-//! | `breakerbox_rejections_total` | counter | `breaker`, `phase` | rejected calls, by the phase that rejected them |
-//! | `breakerbox_shadow_rejections_total` | counter | `breaker`, `phase` | calls admitted in shadow mode that would have been rejected, by that phase |
+//! | `breakerbox_rejections_total` | counter | `breaker`, `phase`, `reason` | rejected calls, by the phase that rejected them and why (`open`; `ramp`: a closed phase ramping up, rule 23) |
+//! | `breakerbox_shadow_rejections_total` | counter | `breaker`, `phase`, `reason` | calls admitted in shadow mode that would have been rejected, by that phase and reason |
 //! | `breakerbox_transitions_total` | counter | `breaker`, `from`, `to` | phase changes made by this process |
 //! | `breakerbox_stale_results_total` | counter | `breaker` | results of an older generation, dropped |
 //! | `breakerbox_local_opens_total` | counter | `breaker`, `reason` | rule 21: local open phases of this node (a rule fired without the quorum of nodes; shared engines) |
@@ -58,11 +58,11 @@ pub fn describe() {
     );
     describe_counter!(
         "breakerbox_rejections_total",
-        "Calls rejected without reaching the dependency, by the phase that rejected them."
+        "Calls rejected without reaching the dependency, by the phase that rejected them and why (open, or ramp: a recovery admitting a fraction)."
     );
     describe_counter!(
         "breakerbox_shadow_rejections_total",
-        "Calls admitted in shadow mode that would have been rejected, by that phase."
+        "Calls admitted in shadow mode that would have been rejected, by that phase and reason."
     );
     describe_counter!(
         "breakerbox_transitions_total",
@@ -166,7 +166,8 @@ impl Listener for MetricsListener {
                 counter!(
                     "breakerbox_rejections_total",
                     "breaker" => breaker,
-                    "phase" => open.phase().as_str()
+                    "phase" => open.phase().as_str(),
+                    "reason" => open.reason().as_str()
                 )
                 .increment(1);
             }
@@ -174,7 +175,8 @@ impl Listener for MetricsListener {
                 counter!(
                     "breakerbox_shadow_rejections_total",
                     "breaker" => breaker,
-                    "phase" => open.phase().as_str()
+                    "phase" => open.phase().as_str(),
+                    "reason" => open.reason().as_str()
                 )
                 .increment(1);
             }

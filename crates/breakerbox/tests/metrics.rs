@@ -73,11 +73,58 @@ fn a_trip_and_a_recovery_show_in_a_real_prometheus_scrape() {
         assert!(search.try_acquire().is_ok());
     }
 
+    // Rule 23: rejections of a recovery ramping up carry the reason `ramp`.
+    let ramped = Config::builder()
+        .consecutive_failures(1)
+        .recovery_timeout(Duration::from_secs(1))
+        .required_successes(1)
+        .ramp(0.1, Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let checkout = CircuitBreaker::builder()
+        .name("checkout")
+        .config(ramped)
+        .clock(clock.clone())
+        .listener(MetricsListener)
+        .build()
+        .unwrap();
+    checkout.try_acquire().unwrap().failure();
+    assert!(checkout.try_acquire().is_err()); // open: reason `open`
+    clock.advance(Duration::from_secs(1));
+    checkout.try_acquire().unwrap().success();
+    assert_eq!(checkout.phase(), Phase::Closed);
+    let mut ramp_rejections = 0.0;
+    for _ in 0..20 {
+        match checkout.try_acquire() {
+            Ok(permit) => permit.success(),
+            Err(_) => ramp_rejections += 1.0,
+        }
+    }
+    assert!(
+        ramp_rejections >= 15.0,
+        "{ramp_rejections} of 20 rejected at 10 %"
+    );
+
     let text = scrape(port);
+    let c = "breaker=\"checkout\"";
     assert_eq!(
         value(
             &text,
-            "breakerbox_shadow_rejections_total{breaker=\"search\",phase=\"forced_open\"}"
+            &format!("breakerbox_rejections_total{{{c},phase=\"closed\",reason=\"ramp\"}}")
+        ),
+        ramp_rejections
+    );
+    assert_eq!(
+        value(
+            &text,
+            &format!("breakerbox_rejections_total{{{c},phase=\"open\",reason=\"open\"}}")
+        ),
+        1.0
+    );
+    assert_eq!(
+        value(
+            &text,
+            "breakerbox_shadow_rejections_total{breaker=\"search\",phase=\"forced_open\",reason=\"open\"}"
         ),
         2.0
     );
@@ -106,7 +153,7 @@ fn a_trip_and_a_recovery_show_in_a_real_prometheus_scrape() {
     assert_eq!(
         value(
             &text,
-            &format!("breakerbox_rejections_total{{{b},phase=\"open\"}}")
+            &format!("breakerbox_rejections_total{{{b},phase=\"open\",reason=\"open\"}}")
         ),
         3.0
     );

@@ -60,6 +60,14 @@ fn shadow_text(row: &Row) -> String {
     }
 }
 
+/// Rule 23: `since 4.2s (37 calls)` while a recovery ramp is recorded.
+fn ramp_text(row: &Row) -> String {
+    match row.ramp_age_s {
+        Some(age) => format!("since {} ({} calls)", seconds(age), row.ramp_calls),
+        None => "-".to_owned(),
+    }
+}
+
 /// Rows as an aligned table, with a trailing newline.
 pub fn table(rows: &[Row]) -> String {
     if rows.is_empty() {
@@ -77,6 +85,7 @@ pub fn table(rows: &[Row]) -> String {
         "PROBES",
         "OVERRIDE",
         "SHADOW",
+        "RAMP",
     ];
     let mut cells: Vec<Vec<String>> = vec![header.iter().map(|h| (*h).to_owned()).collect()];
     let mut errors = Vec::new();
@@ -99,6 +108,7 @@ pub fn table(rows: &[Row]) -> String {
             probes(row),
             override_text(row),
             shadow_text(row),
+            ramp_text(row),
         ]);
     }
     let mut widths = vec![0; header.len()];

@@ -59,6 +59,13 @@ pub struct Row {
     pub shadow: bool,
     /// Rule 20: calls admitted in shadow mode that would have been rejected, fleet-wide.
     pub shadow_rejections: u64,
+    /// Rule 23: closed, with a recovery ramp recorded: seconds since it began. The ramp's
+    /// duration is in each node's config, not in Redis, so the ramp may be over already;
+    /// the scripts clear the record at the first call they see past its end.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ramp_age_s: Option<f64>,
+    /// Rule 23: the acquires the scripts numbered in that ramp, fleet-wide.
+    pub ramp_calls: u64,
     /// Why the breaker could not be read or changed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -307,6 +314,11 @@ fn row(name: &str, store: &RedisStore, answer: Result<Answer, String>) -> Row {
         override_until_reset: until_reset,
         shadow: state.shadow,
         shadow_rejections: state.shadow_rejections,
+        ramp_age_s: state
+            .ramp_started_us
+            .filter(|_| state.phase == Phase::Closed)
+            .map(|began| secs(reply.now_us.saturating_sub(began))),
+        ramp_calls: state.ramp_calls,
         error: answer
             .repaired
             .map(|why| format!("repaired corrupt state: {why}")),

@@ -8,7 +8,7 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, Prometheu
 
 use breakerbox::Phase;
 
-use super::metrics::{Recorder, UpstreamError, CLIENT_FAULTS, VERDICTS};
+use super::metrics::{Recorder, UpstreamError, CLIENT_FAULTS, REJECT_REASONS, VERDICTS};
 
 /// The proxy's own recorder and the handle that renders it.
 pub struct Exposition {
@@ -46,8 +46,14 @@ impl Exposition {
                     )
                     .absolute(s.calls(v));
                 }
-                counter!("breakerbox_rejections_total", "breaker" => breaker.clone())
-                    .absolute(s.rejections());
+                for reason in REJECT_REASONS {
+                    counter!(
+                        "breakerbox_rejections_total",
+                        "breaker" => breaker.clone(),
+                        "reason" => reason.as_str()
+                    )
+                    .absolute(s.rejections_for(reason));
+                }
                 for ((from, to), n) in s.transitions() {
                     counter!(
                         "breakerbox_transitions_total",
@@ -96,7 +102,8 @@ fn describe() {
     );
     describe_counter!(
         "breakerbox_rejections_total",
-        "Requests answered 503 without contacting the upstream."
+        "Requests answered 503 without contacting the upstream, by reason: open (the phase \
+         rejects) or ramp (a recovery ramping up admitted only a fraction)."
     );
     describe_counter!(
         "breakerbox_transitions_total",

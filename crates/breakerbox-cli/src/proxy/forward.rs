@@ -159,7 +159,7 @@ impl Worker {
             Ok(ticket) => ticket,
             Err(open) => {
                 if let Some(s) = stats {
-                    s.rejected();
+                    s.rejected(open.reason());
                 }
                 return Ok(reply::circuit_open(name, &open));
             }

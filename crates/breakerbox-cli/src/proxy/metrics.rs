@@ -6,18 +6,30 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use breakerbox::model::Transition;
-use breakerbox::{Event, EventKind, Listener, Phase, Verdict};
+use breakerbox::{Event, EventKind, Listener, Phase, RejectReason, Verdict};
 use breakerbox_admin::TransitionLog;
 use breakerbox_http::Judgement;
 
 use super::exposition::Exposition;
 use super::upload::ClientFault;
 
+/// Every reason a breaker rejects a call for, in the order of [`Stats`]'s counters.
+pub const REJECT_REASONS: [RejectReason; 2] = [RejectReason::Open, RejectReason::Ramp];
+
+/// The counter of `reason`; a reason a later core adds counts as `open` until it has one.
+fn reason_index(reason: RejectReason) -> usize {
+    match reason {
+        RejectReason::Ramp => 1,
+        _ => 0,
+    }
+}
+
 /// The counters of one upstream.
 #[derive(Default)]
 pub struct Stats {
     calls: [AtomicU64; 3],
-    rejections: AtomicU64,
+    /// By [`RejectReason`]: `open` and `ramp`.
+    rejections: [AtomicU64; 2],
     overloaded: AtomicU64,
     shadow_rejections: AtomicU64,
     stale: AtomicU64,
@@ -111,10 +123,10 @@ impl Stats {
         self.last.lock().ok()?.clone()
     }
 
-    /// Counts a request answered 503 by the breaker.
+    /// Counts a request answered 503 by the breaker, for `reason`.
     #[inline]
-    pub fn rejected(&self) {
-        self.rejections.fetch_add(1, Ordering::Relaxed);
+    pub fn rejected(&self, reason: RejectReason) {
+        self.rejections[reason_index(reason)].fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts a request answered 503 `overloaded` by the upstream's concurrency limits
@@ -141,7 +153,12 @@ impl Stats {
 
     /// Requests rejected so far.
     pub fn rejections(&self) -> u64 {
-        self.rejections.load(Ordering::Relaxed)
+        REJECT_REASONS.iter().map(|&r| self.rejections_for(r)).sum()
+    }
+
+    /// Requests rejected so far for `reason` (rule 23: `ramp` while a recovery ramps up).
+    pub fn rejections_for(&self, reason: RejectReason) -> u64 {
+        self.rejections[reason_index(reason)].load(Ordering::Relaxed)
     }
 
     /// Requests answered 503 `overloaded` so far.
