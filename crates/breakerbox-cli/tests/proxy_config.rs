@@ -140,6 +140,10 @@ fn ambiguous_or_meaningless_configs_are_errors_naming_the_key() {
             "redis_options.timeout: invalid duration 100",
         ),
         (
+            format!("redis = \"redis://127.0.0.1:1\"\n{}[redis_options]\nnode_id = 0\n", with_url("http://127.0.0.1:1")),
+            "redis_options.node_id: invalid value 0",
+        ),
+        (
             format!("redis = \"redis://127.0.0.1:1\"\n{}[redis_options]\nflush = \"1s\"\n", with_url("http://127.0.0.1:1")),
             "unknown field `flush`",
         ),

@@ -223,3 +223,57 @@ fn redis_options_from_the_config_file_reach_the_shared_breaker() {
         "{used} script calls for 20 requests in strict mode"
     );
 }
+
+/// Rule 21 through the proxy: with `quorum = 2`, one proxy whose upstream path fails opens
+/// only itself (counted in its `/metrics`); the shared breaker stays closed for the other.
+#[test]
+fn with_a_quorum_one_proxy_with_a_failing_path_opens_only_itself() {
+    let redis = RedisServer::start();
+    let bad = Upstream::start();
+    let good = Upstream::start();
+    bad.answer(500, "broken path");
+    let config = |upstream: &Upstream, node: &str| {
+        shared_config(&redis, upstream).replace(
+            "consecutive_failures = 2\n",
+            "consecutive_failures = 2\nquorum = 2\n",
+        ) + &format!("[redis_options]\nnode_id = \"{node}\"\nmode = \"strict\"\n")
+    };
+    let a = ProxyProcess::start(&temp_dir("quorum-a"), &config(&bad, "node-a"));
+    let b = ProxyProcess::start(&temp_dir("quorum-b"), &config(&good, "node-b"));
+
+    for _ in 0..2 {
+        assert_eq!(get(a.addr, "/x").status, 500);
+    }
+    assert!(
+        eventually(Duration::from_secs(3), || get(a.addr, "/x").status == 503),
+        "proxy A did not open locally"
+    );
+    assert_eq!(get(b.addr, "/x").status, 200, "B keeps serving");
+    assert_eq!(
+        b.phase("payments"),
+        "closed",
+        "the shared breaker stays closed"
+    );
+    // One local open, extended by each failure that still reached the path while it began.
+    let sample =
+        "breakerbox_local_opens_total{breaker=\"payments\",reason=\"consecutive_failures\"} ";
+    let opens = |text: &str| -> u64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(sample))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    assert!(
+        eventually(Duration::from_secs(3), || opens(
+            &get(a.admin, "/metrics").body
+        ) >= 1),
+        "no {sample} in\n{}\nstatus: {}",
+        get(a.admin, "/metrics").body,
+        a.status()
+    );
+    let metrics = get(b.admin, "/metrics").body;
+    assert!(
+        !metrics.contains("breakerbox_local_opens_total{"),
+        "{metrics}"
+    );
+}

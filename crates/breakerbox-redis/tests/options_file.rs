@@ -93,6 +93,7 @@ fn options_survive_a_round_trip_through_toml() {
         refresh_interval: Duration::from_nanos(7),
     });
     o.store.prefix = "x\"y:".into();
+    o.store.node_id = 42;
     o.backoff = Backoff {
         min: Duration::from_nanos(1),
         max: odd,
@@ -102,6 +103,23 @@ fn options_survive_a_round_trip_through_toml() {
         let text = toml::to_string(&o).unwrap();
         assert_eq!(read(&text).unwrap(), o, "{text}");
     }
+}
+
+#[test]
+fn node_id_is_an_integer_or_a_name_that_names_the_same_node_everywhere() {
+    assert_eq!(read("node_id = 7").unwrap().store.node_id, 7);
+    let web3 = read("node_id = \"web-3\"").unwrap().store.node_id;
+    assert_eq!(read("node_id = \"web-3\"").unwrap().store.node_id, web3);
+    assert_ne!(read("node_id = \"web-4\"").unwrap().store.node_id, web3);
+    assert_ne!(web3, 0);
+    // Unset: this process's own random id, the builder's default.
+    assert_eq!(
+        read("").unwrap().store.node_id,
+        StoreOptions::default().node_id
+    );
+    assert!(!toml::to_string(&RedisOptions::default())
+        .unwrap()
+        .contains("node_id"));
 }
 
 #[test]
@@ -132,6 +150,11 @@ fn errors_name_their_key() {
             "[backoff]\nmax = \"soon\"",
             "backoff.max: invalid duration \"soon\"",
         ),
+        ("node_id = 0", "node_id: invalid value 0"),
+        ("node_id = -3", "node_id: invalid value -3"),
+        ("node_id = \" \"", "node_id: invalid value \"\""),
+        ("node_id = 1.5", "node_id: invalid value 1.5"),
+        ("node_id = true", "node_id: invalid value true"),
     ];
     for (text, start) in cases {
         let message = read(text).expect_err(text);

@@ -8,7 +8,9 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, Prometheu
 
 use breakerbox::Phase;
 
-use super::metrics::{Recorder, UpstreamError, CLIENT_FAULTS, REJECT_REASONS, VERDICTS};
+use super::metrics::{
+    Recorder, UpstreamError, CLIENT_FAULTS, REJECT_REASONS, TRIP_REASONS, VERDICTS,
+};
 
 /// The proxy's own recorder and the handle that renders it.
 pub struct Exposition {
@@ -65,6 +67,17 @@ impl Exposition {
                 }
                 counter!("breakerbox_stale_results_total", "breaker" => breaker.clone())
                     .absolute(s.stale());
+                for reason in TRIP_REASONS {
+                    let n = s.local_opens(reason);
+                    if n > 0 {
+                        counter!(
+                            "breakerbox_local_opens_total",
+                            "breaker" => breaker.clone(),
+                            "reason" => reason.as_str()
+                        )
+                        .absolute(n);
+                    }
+                }
                 counter!("breakerbox_shadow_rejections_total", "breaker" => breaker.clone())
                     .absolute(s.shadow_rejections());
                 counter!("breakerbox_overloaded_total", "breaker" => breaker.clone())
@@ -112,6 +125,11 @@ fn describe() {
     describe_counter!(
         "breakerbox_shadow_rejections_total",
         "Requests forwarded in shadow mode that the breaker would have answered 503."
+    );
+    describe_counter!(
+        "breakerbox_local_opens_total",
+        "Rule 21: this node opened its own view of a shared breaker, a rule having fired \
+         without the quorum of nodes (the shared breaker stayed closed)."
     );
     describe_counter!(
         "breakerbox_overloaded_total",

@@ -6,12 +6,20 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use breakerbox::model::Transition;
+use breakerbox::model::TripReason;
 use breakerbox::{Event, EventKind, Listener, Phase, RejectReason, Verdict};
 use breakerbox_admin::TransitionLog;
 use breakerbox_http::Judgement;
 
 use super::exposition::Exposition;
 use super::upload::ClientFault;
+
+/// The rules a local open (rule 21) can be for, in the order of [`Stats`]'s counters.
+pub const TRIP_REASONS: [TripReason; 3] = [
+    TripReason::ConsecutiveFailures,
+    TripReason::FailureRate,
+    TripReason::SlowCallRate,
+];
 
 /// Every reason a breaker rejects a call for, in the order of [`Stats`]'s counters.
 pub const REJECT_REASONS: [RejectReason; 2] = [RejectReason::Open, RejectReason::Ramp];
@@ -33,6 +41,9 @@ pub struct Stats {
     overloaded: AtomicU64,
     shadow_rejections: AtomicU64,
     stale: AtomicU64,
+    /// Rule 21: local opens of this node's view of a shared breaker, by the rule that
+    /// fired (in [`TRIP_REASONS`] order).
+    local_opens: [AtomicU64; TRIP_REASONS.len()],
     upstream_errors: [AtomicU64; UpstreamError::ALL.len()],
     client_errors: [AtomicU64; CLIENT_FAULTS.len()],
     transitions: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
@@ -177,6 +188,15 @@ impl Stats {
         self.stale.load(Ordering::Relaxed)
     }
 
+    /// Rule 21: times this node opened its own view of a shared breaker because `reason`
+    /// fired without the quorum of nodes (the shared breaker stayed closed).
+    pub fn local_opens(&self, reason: TripReason) -> u64 {
+        TRIP_REASONS
+            .iter()
+            .position(|&r| r == reason)
+            .map_or(0, |i| self.local_opens[i].load(Ordering::Relaxed))
+    }
+
     /// Requests that got no response, of `kind`, so far.
     pub fn upstream_errors(&self, kind: UpstreamError) -> u64 {
         self.upstream_errors[kind as usize].load(Ordering::Relaxed)
@@ -245,6 +265,13 @@ impl Recorder {
         }
     }
 
+    fn local_opened(&self, breaker: &str, reason: TripReason) {
+        let slot = TRIP_REASONS.iter().position(|&r| r == reason);
+        if let (Some(stats), Some(i)) = (self.stats.get(breaker), slot) {
+            stats.local_opens[i].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     fn shadow_rejected(&self, breaker: &str) {
         if let Some(stats) = self.stats.get(breaker) {
             stats.shadow_rejections.fetch_add(1, Ordering::Relaxed);
@@ -261,6 +288,7 @@ impl Listener for Recorder {
             }
             EventKind::StaleResult { .. } => self.stale(event.breaker),
             EventKind::ShadowRejected(_) => self.shadow_rejected(event.breaker),
+            EventKind::LocalOpened { reason, .. } => self.local_opened(event.breaker, *reason),
             // Rejections are counted where they happen; kinds added later are not metrics.
             _ => {}
         }

@@ -9,7 +9,7 @@ use serde::ser::Serializer;
 use serde::{Deserialize, Serialize};
 
 use super::{Backoff, Fallback, LocalView, Mode};
-use crate::store::StoreOptions;
+use crate::store::{process_node_id, StoreOptions};
 
 /// Everything a [`RedisBreaker`](crate::RedisBreaker) takes besides its name, URL and
 /// breaker [`Config`](breakerbox::Config), as one table of a config file; apply it with
@@ -23,6 +23,8 @@ use crate::store::StoreOptions;
 /// timeout = "100ms"              # bound on every Redis operation
 /// probe_lease = "2s"             # how long a half-open probe slot stays reserved
 /// mode = "local_view"            # or "strict" (every decision in Redis)
+/// node_id = "web-3"              # rule 21's node identity: a name (hashed) or an integer
+///                                # above 0; default: random per process
 /// fallback = "local_breaker"     # or "fail_open", "fail_closed", while Redis is away
 ///
 /// [local_view]                   # only with mode = "local_view"
@@ -91,6 +93,8 @@ struct Table {
     #[serde(skip_serializing_if = "Option::is_none")]
     local_view: Option<LocalView>,
     backoff: Backoff,
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "node_id")]
+    node_id: Option<u64>,
 }
 
 impl Default for Table {
@@ -105,6 +109,7 @@ impl Default for Table {
             fallback: Fallback::default(),
             local_view: None,
             backoff: Backoff::default(),
+            node_id: None,
         }
     }
 }
@@ -126,6 +131,8 @@ impl Serialize for RedisOptions {
             fallback: self.fallback,
             local_view,
             backoff: self.backoff,
+            // The process's own random id is the default: written only when chosen.
+            node_id: (self.store.node_id != process_node_id()).then_some(self.store.node_id),
         }
         .serialize(serializer)
     }
@@ -173,13 +180,66 @@ impl<'de> Deserialize<'de> for RedisOptions {
                 ttl: table.ttl,
                 timeout: table.timeout,
                 probe_lease: table.probe_lease,
-                ..StoreOptions::default()
+                node_id: table.node_id.unwrap_or_else(process_node_id),
             },
             mode,
             fallback: table.fallback,
             backoff: table.backoff,
         })
     }
+}
+
+/// `node_id`: an integer above 0, or a non-empty name, which stands for its 64-bit FNV-1a
+/// hash (so `node_id = "web-3"` names the same node in every process that says so).
+fn node_id<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
+    struct NodeId;
+    impl Visitor<'_> for NodeId {
+        type Value = Option<u64>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("node_id: an integer above 0 or a non-empty name")
+        }
+        fn visit_i64<E: de::Error>(self, n: i64) -> Result<Option<u64>, E> {
+            match u64::try_from(n) {
+                Ok(id) if id > 0 => Ok(Some(id)),
+                _ => Err(E::custom(format!(
+                    "node_id: invalid value {n} (expected an integer above 0 or a name)"
+                ))),
+            }
+        }
+        fn visit_u64<E: de::Error>(self, n: u64) -> Result<Option<u64>, E> {
+            if n == 0 {
+                return self.visit_i64(0);
+            }
+            Ok(Some(n))
+        }
+        fn visit_f64<E: de::Error>(self, n: f64) -> Result<Option<u64>, E> {
+            Err(E::custom(format!(
+                "node_id: invalid value {n} (expected an integer above 0 or a name)"
+            )))
+        }
+        fn visit_bool<E: de::Error>(self, b: bool) -> Result<Option<u64>, E> {
+            Err(E::custom(format!(
+                "node_id: invalid value {b} (expected an integer above 0 or a name)"
+            )))
+        }
+        fn visit_str<E: de::Error>(self, name: &str) -> Result<Option<u64>, E> {
+            if name.trim().is_empty() {
+                return Err(E::custom(
+                    "node_id: invalid value \"\" (expected an integer above 0 or a name)",
+                ));
+            }
+            Ok(Some(node_id_of_name(name)))
+        }
+    }
+    deserializer.deserialize_any(NodeId)
+}
+
+/// The node id a name in a config file stands for: its 64-bit FNV-1a hash, never 0.
+pub(crate) fn node_id_of_name(name: &str) -> u64 {
+    let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    hash.max(1)
 }
 
 /// `mode = "strict"` or `"local_view"`.
