@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use breakerbox::{Clock, Nanos};
+use breakerbox::{Clock, Nanos, Phase};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -15,6 +15,9 @@ use crate::options::{LocalView, Mode};
 use crate::store::BatchItem;
 use crate::wire::ReplyDecision;
 use breakerbox::EventKind;
+
+/// A quiet view (see `Inner::quiet`) is re-read this many refresh intervals apart.
+pub(crate) const QUIET_REFRESH: u32 = 30;
 
 impl<C: Clock + Clone> Inner<C> {
     /// Sends the queued outcomes, a batch at a time.
@@ -31,6 +34,8 @@ impl<C: Clock + Clone> Inner<C> {
             return;
         };
         let batch_size = batch_size.max(1);
+        // One batch in flight at a time (the node's flush task may be sending one).
+        let _lock = self.flush_lock.lock().await;
         if all {
             // Everything queued goes now, failures included.
             self.urgent.store(false, Ordering::Release);
@@ -57,6 +62,8 @@ impl<C: Clock + Clone> Inner<C> {
             match self.store.record_batch(&chunk, self.now_arg(), r).await {
                 Ok(answer) => {
                     Stats::add(&self.stats.flushes, 1);
+                    self.last_flush
+                        .store(self.clock.now().as_u64(), Ordering::Release);
                     let reply = self.absorb(answer, false, Some(r));
                     if let ReplyDecision::Batch(codes) = reply.decision {
                         for (item, recorded) in chunk.iter().zip(codes) {
@@ -83,12 +90,35 @@ impl<C: Clock + Clone> Inner<C> {
     /// another incarnation) or when no news was accepted for `every`: refused news (older
     /// versions, replies of a state Redis lost) never counts, so nothing starves this.
     async fn refresh_if_due(&self, every: Duration) {
+        let every = if self.quiet() {
+            every.saturating_mul(QUIET_REFRESH)
+        } else {
+            every
+        };
         let asked = self.refresh_requested.swap(false, Ordering::AcqRel);
         let last = Nanos(self.last_news.load(Ordering::Acquire));
         if !asked && self.clock.now().saturating_sub(last) < Nanos::from_duration(every) {
             return;
         }
         self.refresh().await;
+    }
+
+    /// A view of a node's breaker that only a message can change: the node's subscription
+    /// is up (a trip, a warm streak, a manual switch is announced; a lost subscription
+    /// asks every breaker to re-read when it is back), and the view is closed, not warm,
+    /// not ramping and not alerted. Its periodic re-read waits [`QUIET_REFRESH`] times
+    /// longer: at thousands of breakers, one read per breaker per second would be most of
+    /// the node's script calls.
+    fn quiet(&self) -> bool {
+        if !self.node.as_ref().is_some_and(|n| n.subscription_live()) {
+            return false;
+        }
+        let view = self.view();
+        view.known
+            && view.phase == Phase::Closed
+            && !view.warm
+            && view.until.is_none()
+            && self.alerted.load(Ordering::Acquire) == 0
     }
 
     /// One authoritative read: repairs a corrupt value, gives back what Redis lost, adopts
@@ -214,9 +244,9 @@ pub(crate) async fn run<C: Clock + Clone>(weak: Weak<Inner<C>>, wake: Arc<Notify
                     let full = inner.batch.lock().map_or(0, |b| b.len()) >= view.batch_size;
                     let urgent = inner.urgent.load(Ordering::Acquire);
                     let since = last_flush.elapsed();
-                    if since >= view.flush_interval
-                        || (urgent && since >= view.failure_flush_interval)
-                    {
+                    // A node breaker's periodic flush is its node's (`node/flush.rs`).
+                    let periodic = !inner.node_flush && since >= view.flush_interval;
+                    if periodic || (urgent && since >= view.failure_flush_interval) {
                         inner.flush().await;
                         last_flush = Instant::now();
                     } else if full {
@@ -227,7 +257,11 @@ pub(crate) async fn run<C: Clock + Clone>(weak: Weak<Inner<C>>, wake: Arc<Notify
                     }
                     inner.refresh_if_due(view.refresh_interval).await;
                     let since = last_flush.elapsed();
-                    let mut next = view.flush_interval.saturating_sub(since);
+                    let mut next = if inner.node_flush {
+                        view.refresh_interval
+                    } else {
+                        view.flush_interval.saturating_sub(since)
+                    };
                     if inner.urgent.load(Ordering::Acquire) {
                         next = next.min(view.failure_flush_interval.saturating_sub(since));
                     }
