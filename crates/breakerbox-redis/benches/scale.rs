@@ -78,9 +78,10 @@ async fn bench() {
         ("BB_SCALE_MILLIS", millis.to_string()),
         ("BB_SCALE_WATCH", watch.to_string()),
     ];
-    let (children, rx) = scale::spawn(WORKERS, &[], &server.url(), &env);
+    let (mut children, rx) = scale::spawn(WORKERS, &[], &server.url(), &env);
     let mut other = Vec::new();
-    let ready = scale::wait_all(&rx, WORKERS, "READY", Duration::from_secs(120), &mut other);
+    let ready = scale::wait_all(&rx, WORKERS, "READY", Duration::from_secs(180), &mut other);
+    children.go();
     let started = Instant::now();
     let view_bytes: Vec<u64> = ready
         .iter()
@@ -91,28 +92,22 @@ async fn bench() {
     let settle = Duration::from_millis(millis / 4);
     let window = Duration::from_millis(millis / 3);
     tokio::time::sleep(settle).await;
-    let (scripts0, all0) = (
-        server.command_calls("evalsha"),
-        server.total_command_calls(),
-    );
+    let scripts0 = server.command_calls_patiently("evalsha").unwrap();
     let t0 = Instant::now();
     tokio::time::sleep(window).await;
-    let (scripts1, all1) = (
-        server.command_calls("evalsha"),
-        server.total_command_calls(),
-    );
+    let scripts1 = server.command_calls_patiently("evalsha").unwrap();
     let measured = t0.elapsed();
-    let list = server.command(&["CLIENT", "LIST"]).unwrap_or_default();
+    let list = server
+        .command_patiently(&["CLIENT", "LIST"], 20)
+        .unwrap_or_default();
     let clients = list.lines().filter(|l| !l.is_empty()).count() - 1;
     let subscribers = list.lines().filter(|l| l.contains("psub=1")).count();
-    let patterns = number(server.command(&["PUBSUB", "NUMPAT"]));
+    let patterns = number(server.command_patiently(&["PUBSUB", "NUMPAT"], 20));
     // Trips while the traffic runs.
     let node = RedisNode::connect(&server.url()).unwrap();
     let tripped = scale::trip_watched(&node, watch as usize, Duration::from_millis(100)).await;
     let done = scale::drain_until_done(&rx, WORKERS, Duration::from_secs(120), &mut other);
-    for mut child in children {
-        let _ = child.wait();
-    }
+    children.wait();
     let delays = scale::propagation(&other, &tripped);
     let calls: u64 = done.iter().map(|(_, l)| scale::field(l, "calls")).sum();
     let elapsed_ms = done
@@ -123,16 +118,14 @@ async fn bench() {
     let fleet_rate = calls as f64 * 1000.0 / elapsed_ms as f64;
     let window_calls = fleet_rate * measured.as_secs_f64();
     let scripts = scripts1 - scripts0;
-    // INFO itself, twice per reading.
-    let all = (all1 - all0).saturating_sub(4);
     let mut usage = Vec::new();
     for i in (0..breakers as usize).step_by((breakers as usize / 200).max(1)) {
         let key = format!("{}{{{}}}", scale::PREFIX, scale::host(i));
         usage.push(number(
-            server.command(&["MEMORY", "USAGE", &key, "SAMPLES", "0"]),
+            server.command_patiently(&["MEMORY", "USAGE", &key, "SAMPLES", "0"], 20),
         ));
     }
-    let keys = number(server.command(&["DBSIZE"]));
+    let keys = number(server.command_patiently(&["DBSIZE"], 20));
     let avg = |v: &[u64]| v.iter().sum::<u64>() / (v.len() as u64).max(1);
     println!("| measure | value |");
     println!("|---|---|");
@@ -147,9 +140,8 @@ async fn bench() {
         keys
     );
     println!(
-        "| script calls per protected call, steady closed | {scripts} EVALSHA / {window_calls:.0} calls = {:.5} (all commands: {:.5}) over {:.1} s |",
+        "| script calls per protected call, steady closed | {scripts} EVALSHA / {window_calls:.0} calls = {:.5} over {:.1} s |",
         scripts as f64 / window_calls.max(1.0),
-        all as f64 / window_calls.max(1.0),
         measured.as_secs_f64()
     );
     println!("| fleet call rate | {fleet_rate:.0} calls/s |");

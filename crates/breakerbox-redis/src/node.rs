@@ -60,7 +60,14 @@ struct Shared {
     flushers: Arc<flush::Flushers>,
     /// The subscription is up: what changes in Redis reaches the node's breakers.
     live: AtomicBool,
+    /// Slots for the breakers' reads (a new view's first, a refresh, a health check):
+    /// thousands of breakers made at once would otherwise queue thousands of reads on the
+    /// one connection, and the last ones would time out behind the first.
+    reads: Arc<tokio::sync::Semaphore>,
 }
+
+/// Reads of a node's breakers in flight at once (see `Shared::reads`).
+const READS_IN_FLIGHT: usize = 64;
 
 impl std::fmt::Debug for RedisNode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -100,6 +107,7 @@ impl RedisNode {
                 changes_rx: Mutex::new(Some(changes_rx)),
                 flushers: Arc::new(flush::Flushers::default()),
                 live: AtomicBool::new(false),
+                reads: Arc::new(tokio::sync::Semaphore::new(READS_IN_FLIGHT)),
             }),
         })
     }
@@ -185,6 +193,12 @@ impl RedisNode {
             let weak = Arc::downgrade(&self.shared);
             self.shared.runtime.spawn(flush::run(weak));
         }
+    }
+
+    /// A slot for one read of a breaker (held while it runs; the wait is not part of the
+    /// read's timeout).
+    pub(crate) async fn read_slot(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        self.shared.reads.clone().acquire_owned().await.ok()
     }
 
     /// Whether the node's subscription is up: a change in Redis (a trip, a warm streak,

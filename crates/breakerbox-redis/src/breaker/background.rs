@@ -142,6 +142,12 @@ impl<C: Clock + Clone> Inner<C> {
     /// Reads the stored state for this node's own use (a corrupt value is repaired and
     /// reported).
     async fn read_authoritative(&self) -> Result<crate::wire::Reply, crate::store::StoreError> {
+        // A node's breakers take turns (see `RedisNode::read_slot`), except a read that
+        // a message asked for (it may be a trip): it goes ahead of a queue of first reads.
+        let _slot = match &self.node {
+            Some(node) if self.alerted.load(Ordering::Acquire) == 0 => node.read_slot().await,
+            _ => None,
+        };
         let answer = self.store.refresh(self.now_arg()).await?;
         Stats::add(&self.stats.redis_calls, 1);
         self.report_repair(answer.repaired);
@@ -258,15 +264,21 @@ pub(crate) async fn run<C: Clock + Clone>(weak: Weak<Inner<C>>, wake: Arc<Notify
                     inner.refresh_if_due(view.refresh_interval).await;
                     let since = last_flush.elapsed();
                     let mut next = if inner.node_flush {
-                        view.refresh_interval
+                        Duration::MAX
                     } else {
                         view.flush_interval.saturating_sub(since)
                     };
                     if inner.urgent.load(Ordering::Acquire) {
                         next = next.min(view.failure_flush_interval.saturating_sub(since));
                     }
-                    next.min(view.refresh_interval)
-                        .max(Duration::from_millis(1))
+                    // A quiet view sleeps until its stretched refresh (a message, an
+                    // urgent outcome, a full batch or a new subscription wakes it).
+                    let refresh = if inner.quiet() {
+                        view.refresh_interval.saturating_mul(QUIET_REFRESH)
+                    } else {
+                        view.refresh_interval
+                    };
+                    next.min(refresh).max(Duration::from_millis(1))
                 }
                 Mode::Strict => {
                     // Strict mode decides nothing from the view; a refresh only serves

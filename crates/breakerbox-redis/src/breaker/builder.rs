@@ -355,6 +355,7 @@ impl<C: Clock + Clone> RedisBreakerBuilder<C> {
         let wake = Arc::new(Notify::new());
         #[cfg(feature = "metrics")]
         let counters = breakerbox::metrics::OutcomeCounters::new(&self.name);
+        let self_clock_now = self.clock.now().as_u64();
         let node_flush = matches!(self.mode, Mode::LocalView(_))
             && self.node.as_ref().is_some_and(RedisNode::batches_flushes);
         let inner = Arc::new(Inner {
@@ -393,7 +394,9 @@ impl<C: Clock + Clone> RedisBreakerBuilder<C> {
             node: self.node.clone(),
             local_open_until: AtomicU64::new(0),
             flush_lock: Arc::new(tokio::sync::Mutex::new(())),
-            last_flush: AtomicU64::new(0),
+            // The first periodic flush is one interval after the breaker is made (not at
+            // once: thousands made together would all flush in the same round).
+            last_flush: AtomicU64::new(self_clock_now),
             node_flush,
         });
         if let Some(node) = &self.node {

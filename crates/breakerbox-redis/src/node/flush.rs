@@ -25,11 +25,11 @@ use crate::wire::Reply;
 
 /// How often the node looks for due batches: a success waits at most `flush_interval`
 /// plus this.
-pub(crate) const TICK: Duration = Duration::from_millis(50);
+pub(crate) const TICK: Duration = Duration::from_millis(100);
 
 /// Breakers per script call: a call runs `record.lua` once per breaker, so this bounds
-/// how long one call holds the server (about 20 us per breaker).
-pub(crate) const MAX_KEYS: usize = 128;
+/// how long one call holds the server (tens of microseconds per breaker).
+pub(crate) const MAX_KEYS: usize = 64;
 
 /// A breaker whose periodic flushes its node sends.
 pub(crate) trait NodeFlush: Send + Sync {

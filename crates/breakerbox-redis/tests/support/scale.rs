@@ -6,7 +6,7 @@
 //! settings (a test binary runs its ignored `scale_worker` test; a bench checks
 //! [`is_worker`] in `main`). A worker prints, one line each:
 //! - `READY views=N rss_kb=K`: every host's view made (`K`: the resident memory they
-//!   added);
+//!   added); it then waits for a line on its stdin ([`Workers::go`]);
 //! - `SEEN i unix_us`: the watched breaker `watch-i` turned open in this process's view;
 //! - `DONE calls=N elapsed_ms=M views=V node=B rejected=R errors=E`: at the end, after the
 //!   traffic and after touching `BB_SCALE_EXTRA` new hosts (which evict idle views).
@@ -87,9 +87,11 @@ fn say(line: String) {
 }
 
 /// A worker's whole run (see the module docs), settings from `BB_SCALE_*`:
-/// `REDIS` (url), `BREAKERS` (hosts), `CAPACITY` (the registry's), `RATE` (calls per
+/// `REDIS` (url), `BREAKERS` (hosts it serves; see `HOSTS` below), `CAPACITY` (the registry's), `RATE` (calls per
 /// second, over every host in turn), `MILLIS` (how long), `WATCH` (breakers `watch-i`
-/// watched), `EXTRA` (new hosts touched at the end).
+/// watched), `EXTRA` (new hosts touched at the end), `TIMEOUT_MS` (the breakers' Redis
+/// timeout, default 100), `HOSTS` and `STRIDE` (worker `INDEX` serves `BREAKERS` hosts
+/// from `INDEX * STRIDE` on, modulo `HOSTS`; by default every worker serves them all).
 pub async fn worker_main() {
     let url = std::env::var("BB_SCALE_REDIS").unwrap();
     let n = env_u64("BB_SCALE_BREAKERS", 10_000) as usize;
@@ -98,23 +100,43 @@ pub async fn worker_main() {
     let rate = env_u64("BB_SCALE_RATE", 5_000);
     let millis = env_u64("BB_SCALE_MILLIS", 5_000);
     let extra = env_u64("BB_SCALE_EXTRA", 0) as usize;
+    let timeout = Duration::from_millis(env_u64("BB_SCALE_TIMEOUT_MS", 100));
     let node = RedisNode::connect(&url).unwrap();
     let registry = node
-        .registry_with(template(), capacity, |b| b.prefix(PREFIX))
+        .registry_with(template(), capacity, move |b| {
+            b.prefix(PREFIX).timeout(timeout)
+        })
         .unwrap();
     let watched: Vec<RedisBreaker> = (0..watch)
         .map(|i| registry.get(&format!("watch-{i}")).unwrap())
         .collect();
-    let hosts: Vec<String> = (0..n).map(host).collect();
+    // Worker i serves hosts from i * STRIDE on, `n` of them, of `HOSTS` in all (by
+    // default every worker serves every host).
+    let total = env_u64("BB_SCALE_HOSTS", n as u64) as usize;
+    let first = env_u64("BB_SCALE_INDEX", 0) as usize * env_u64("BB_SCALE_STRIDE", 0) as usize;
+    let hosts: Vec<String> = (0..n).map(|i| host((first + i) % total.max(1))).collect();
     let before = rss_kb();
     for h in &hosts {
         registry.get(h).unwrap();
     }
-    say(format!(
-        "READY views={} rss_kb={}",
-        registry.len(),
-        rss_kb().saturating_sub(before)
-    ));
+    let rss = rss_kb().saturating_sub(before);
+    // Every view's first read answered (thousands of them queue up at first).
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while Instant::now() < deadline
+        && registry
+            .breakers()
+            .iter()
+            .any(|(_, b)| b.stats().redis_calls == 0)
+    {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    say(format!("READY views={} rss_kb={}", registry.len(), rss));
+    // Every worker starts its traffic together, when the parent says so.
+    let _ = tokio::task::spawn_blocking(|| {
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line)
+    })
+    .await;
     let watcher = tokio::spawn(async move {
         let mut seen = vec![false; watched.len()];
         while seen.iter().any(|s| !s) {
@@ -154,9 +176,7 @@ pub async fn worker_main() {
     }
     let elapsed = started.elapsed();
     for i in 0..extra {
-        if let Ok(b) = registry.get(&format!("extra-{i}")) {
-            b.acquire_now_or_later().await.ok();
-        }
+        let _ = registry.get(&format!("extra-{i}"));
     }
     // Evicted views' tasks end once they notice.
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -164,8 +184,16 @@ pub async fn worker_main() {
         .await
         .ok()
         .and_then(Result::ok);
+    let (mut outages, mut flushes, mut dropped, mut fallback) = (0, 0, 0, 0);
+    for (_, b) in registry.breakers() {
+        let s = b.stats();
+        outages += s.outages;
+        flushes += s.flushes;
+        dropped += s.dropped_outcomes;
+        fallback += s.fallback_calls;
+    }
     say(format!(
-        "DONE calls={calls} elapsed_ms={} views={} node={} rejected={rejected} errors={errors} watched_all={}",
+        "DONE calls={calls} elapsed_ms={} views={} node={} rejected={rejected} errors={errors} outages={outages} flushes={flushes} dropped={dropped} fallback={fallback} watched_all={}",
         elapsed.as_millis(),
         registry.len(),
         node.breakers(),
@@ -181,6 +209,37 @@ pub struct Line {
     pub text: String,
 }
 
+/// The workers, killed when dropped (a test that fails leaves none behind).
+pub struct Workers(pub Vec<Child>);
+
+impl Workers {
+    /// Tells every worker to start its traffic (each waits for this after `READY`).
+    pub fn go(&mut self) {
+        for child in &mut self.0 {
+            if let Some(stdin) = child.stdin.as_mut() {
+                let _ = stdin.write_all(b"GO\n");
+                let _ = stdin.flush();
+            }
+        }
+    }
+
+    /// Waits for every worker to exit.
+    pub fn wait(mut self) {
+        for child in &mut self.0 {
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 /// Spawns `n` workers (this executable with `args` and `env`), their stdout lines
 /// arriving on the returned channel.
 pub fn spawn(
@@ -188,7 +247,7 @@ pub fn spawn(
     args: &[&str],
     redis: &str,
     env: &[(&str, String)],
-) -> (Vec<Child>, mpsc::Receiver<Line>) {
+) -> (Workers, mpsc::Receiver<Line>) {
     let exe = std::env::current_exe().unwrap();
     let (tx, rx) = mpsc::channel();
     let children = (0..n)
@@ -196,8 +255,9 @@ pub fn spawn(
             let mut child = Command::new(&exe)
                 .args(args)
                 .env("BB_SCALE_REDIS", redis)
+                .env("BB_SCALE_INDEX", worker.to_string())
                 .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-                .stdin(Stdio::null())
+                .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::null())
                 .spawn()
@@ -206,6 +266,11 @@ pub fn spawn(
             let tx = tx.clone();
             std::thread::spawn(move || {
                 for text in BufReader::new(stdout).lines().map_while(Result::ok) {
+                    // A test binary's worker prints `test scale_worker ... ` first.
+                    let text = match text.split_once(" ... ") {
+                        Some((_, rest)) if text.starts_with("test ") => rest.to_string(),
+                        _ => text,
+                    };
                     if tx.send(Line { worker, text }).is_err() {
                         return;
                     }
@@ -214,7 +279,7 @@ pub fn spawn(
             child
         })
         .collect();
-    (children, rx)
+    (Workers(children), rx)
 }
 
 /// Waits (at most `within`) for a line starting with `prefix` from each of `n` workers;
