@@ -80,7 +80,7 @@ async fn bench() {
     ];
     let (mut children, rx) = scale::spawn(WORKERS, &[], &server.url(), &env);
     let mut other = Vec::new();
-    let ready = scale::wait_all(&rx, WORKERS, "READY", Duration::from_secs(180), &mut other);
+    let ready = scale::wait_all(&rx, WORKERS, "READY", Duration::from_secs(600), &mut other);
     children.go();
     let started = Instant::now();
     let view_bytes: Vec<u64> = ready
