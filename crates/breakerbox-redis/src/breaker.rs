@@ -5,6 +5,7 @@ mod background;
 mod builder;
 mod contract;
 mod local_open;
+mod node_flush;
 mod outage;
 mod permit;
 mod view;
@@ -134,6 +135,14 @@ pub(crate) struct Inner<C: Clock + Clone> {
     pub(crate) node: Option<RedisNode>,
     /// Rule 21: the end of this node's local open phase (local clock; 0: none).
     pub(crate) local_open_until: AtomicU64,
+    /// Held while a batch is on its way to Redis: one batch in flight at a time, whoever
+    /// sends it (this breaker's task, a recording caller, the node's flush task).
+    pub(crate) flush_lock: Arc<tokio::sync::Mutex<()>>,
+    /// Local time of the last batch sent (by anyone).
+    pub(crate) last_flush: AtomicU64,
+    /// The node sends this breaker's periodic flushes, with its other breakers'
+    /// (`node/flush.rs`); failures, full batches and outages stay with the breaker.
+    pub(crate) node_flush: bool,
 }
 
 /// A breaker hears its channel's messages: from its own subscription, or from its node's.

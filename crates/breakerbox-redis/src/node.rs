@@ -8,11 +8,14 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use breakerbox::{Config, ConfigError, MonotonicClock, Registry};
 
+mod flush;
+
 use crate::breaker::{BuildError, RedisBreaker, RedisBreakerBuilder};
 use crate::options::Backoff;
 use crate::pubsub::{self, Change, Listening, Topic};
 use crate::store::Link;
 use crate::target::{RedisTarget, Topology};
+pub(crate) use flush::{NodeFlush, Taken};
 
 /// The subscribers of one node, by channel.
 type Subscribers = Mutex<HashMap<String, Weak<dyn Listening>>>;
@@ -53,7 +56,18 @@ struct Shared {
     /// end until the subscription starts.
     changes: tokio::sync::mpsc::UnboundedSender<Change>,
     changes_rx: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<Change>>>,
+    /// The breakers whose periodic flushes the node sends together (see `node/flush.rs`).
+    flushers: Arc<flush::Flushers>,
+    /// The subscription is up: what changes in Redis reaches the node's breakers.
+    live: AtomicBool,
+    /// Slots for the breakers' reads (a new view's first, a refresh, a health check):
+    /// thousands of breakers made at once would otherwise queue thousands of reads on the
+    /// one connection, and the last ones would time out behind the first.
+    reads: Arc<tokio::sync::Semaphore>,
 }
+
+/// Reads of a node's breakers in flight at once (see `Shared::reads`).
+const READS_IN_FLIGHT: usize = 64;
 
 impl std::fmt::Debug for RedisNode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -91,6 +105,9 @@ impl RedisNode {
                 backoff: Backoff::default(),
                 changes,
                 changes_rx: Mutex::new(Some(changes_rx)),
+                flushers: Arc::new(flush::Flushers::default()),
+                live: AtomicBool::new(false),
+                reads: Arc::new(tokio::sync::Semaphore::new(READS_IN_FLIGHT)),
             }),
         })
     }
@@ -163,6 +180,34 @@ impl RedisNode {
         &self.shared.runtime
     }
 
+    /// Whether the node sends its breakers' periodic flushes together (one server; on a
+    /// cluster each breaker flushes on its own).
+    pub(crate) fn batches_flushes(&self) -> bool {
+        self.shared.link.batches_many()
+    }
+
+    /// Hands `breaker`'s periodic flushes to the node's flush task (started with the
+    /// first).
+    pub(crate) fn register_flush(&self, breaker: Weak<dyn NodeFlush>) {
+        if self.shared.flushers.add(breaker) {
+            let weak = Arc::downgrade(&self.shared);
+            self.shared.runtime.spawn(flush::run(weak));
+        }
+    }
+
+    /// A slot for one read of a breaker (held while it runs; the wait is not part of the
+    /// read's timeout).
+    pub(crate) async fn read_slot(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        self.shared.reads.clone().acquire_owned().await.ok()
+    }
+
+    /// Whether the node's subscription is up: a change in Redis (a trip, a warm streak,
+    /// a manual switch) is announced to its breakers, and lost news makes them re-read
+    /// when it comes back up.
+    pub(crate) fn subscription_live(&self) -> bool {
+        self.shared.live.load(Ordering::Acquire)
+    }
+
     /// Delivers `channel`'s messages to `subscriber` (and forgets breakers that are gone).
     pub(crate) fn register(&self, channel: &str, subscriber: Weak<dyn Listening>) {
         let cluster = self.target().topology() == Topology::Cluster;
@@ -172,13 +217,18 @@ impl RedisNode {
                 .subscribers
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
-            subscribers.retain(|gone, s| {
-                let live = s.strong_count() > 0;
-                if !live && cluster && gone != channel {
-                    let _ = self.shared.changes.send(Change::Unsubscribe(gone.clone()));
-                }
-                live
-            });
+            // Breakers that are gone are forgotten when the map doubles (amortised: at
+            // thousands of breakers, a sweep per new breaker made them quadratic).
+            let len = subscribers.len();
+            if len < 64 || len.is_power_of_two() {
+                subscribers.retain(|gone, s| {
+                    let live = s.strong_count() > 0;
+                    if !live && cluster && gone != channel {
+                        let _ = self.shared.changes.send(Change::Unsubscribe(gone.clone()));
+                    }
+                    live
+                });
+            }
             subscribers.insert(channel.to_string(), subscriber);
         }
         if cluster {
@@ -225,6 +275,13 @@ impl Listening for Shared {
 
     fn resubscribed(&self) {
         self.subscribed();
+    }
+
+    fn live(&self, up: bool) {
+        // Only the pattern subscription of one server says so (on a cluster, per shard).
+        if self.link.target().topology() != Topology::Cluster {
+            self.live.store(up, Ordering::Release);
+        }
     }
 
     fn resubscribed_to(&self, channel: &str) {

@@ -54,6 +54,9 @@ pub(crate) trait Listening: Send + Sync + 'static {
     fn resubscribed_to(&self, _channel: &str) {
         self.resubscribed();
     }
+    /// The subscription is up (`true`: subscribed) or down (`false`: lost); on one
+    /// server only.
+    fn live(&self, _up: bool) {}
     /// The channels to listen to one by one ([`Topic::Channels`]).
     #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
     fn channels(&self) -> Vec<String> {
@@ -140,6 +143,9 @@ async fn listen_one<L: Listening>(
                 }
                 first = false;
                 delay = None;
+                if let Some(owner) = owner.upgrade() {
+                    owner.live(true);
+                }
                 let mut stream = pubsub.into_on_message();
                 loop {
                     tokio::select! {
@@ -160,6 +166,9 @@ async fn listen_one<L: Listening>(
                         // Behind Sentinels: subscribe again on the new primary.
                         _ = target.next_failover() => break,
                     }
+                }
+                if let Some(owner) = owner.upgrade() {
+                    owner.live(false);
                 }
             }
         }

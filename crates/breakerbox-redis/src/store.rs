@@ -20,7 +20,9 @@ use crate::wire::{
 };
 
 mod args;
+mod many;
 pub use args::{BatchItem, ManualOp, OutcomeArg};
+pub(crate) use many::Part;
 fn random_seed() -> u64 {
     RandomState::new().build_hasher().finish() | 1
 }
@@ -197,6 +199,8 @@ pub(crate) struct Link {
     /// TLS handshake, asking the Sentinels), so a later call finds it made.
     connecting: Mutex<Option<Connecting>>,
     scripts: Scripts,
+    /// `record.lua` for many breakers in one call (node-level flushes).
+    many: many::Many,
     /// Behind Sentinels: the failovers announced when the connection was made (one
     /// announced since makes it go).
     failovers: AtomicU64,
@@ -220,6 +224,7 @@ impl Link {
             conn: Mutex::new(None),
             connecting: Mutex::new(None),
             scripts: Scripts::default(),
+            many: many::Many::default(),
             failovers: AtomicU64::new(0),
         }
     }
@@ -233,6 +238,7 @@ impl Link {
             *connecting = None;
         }
         self.scripts.forget();
+        self.many.forget();
     }
 
     /// The attempt under way, or a new one (an attempt that already failed is not
@@ -265,6 +271,30 @@ impl Link {
 
     pub(crate) fn target(&self) -> &RedisTarget {
         &self.target
+    }
+
+    /// The connection, made (once, whoever asks) if there is none.
+    pub(crate) async fn connection(&self) -> Result<RedisConnection, RedisError> {
+        // Behind Sentinels, a failover announced since the connection was made: it may
+        // reach a primary that is one no more.
+        let failovers = self.target.failovers();
+        if self.failovers.swap(failovers, Ordering::AcqRel) != failovers {
+            self.forget();
+        }
+        if let Some(conn) = self.conn.lock().ok().and_then(|c| c.clone()) {
+            return Ok(conn);
+        }
+        let attempt = self.attempt();
+        let result = attempt.clone().await;
+        if let Ok(mut connecting) = self.connecting.lock() {
+            if connecting.as_ref().is_some_and(|a| a.ptr_eq(&attempt)) {
+                *connecting = None;
+                if let (Ok(conn), Ok(mut slot)) = (&result, self.conn.lock()) {
+                    *slot = Some(conn.clone());
+                }
+            }
+        }
+        result
     }
 }
 
@@ -363,26 +393,7 @@ impl RedisStore {
     }
 
     async fn connection(&self) -> Result<RedisConnection, RedisError> {
-        // Behind Sentinels, a failover announced since the connection was made: it may
-        // reach a primary that is one no more.
-        let failovers = self.link.target.failovers();
-        if self.link.failovers.swap(failovers, Ordering::AcqRel) != failovers {
-            self.link.forget();
-        }
-        if let Some(conn) = self.link.conn.lock().ok().and_then(|c| c.clone()) {
-            return Ok(conn);
-        }
-        let attempt = self.link.attempt();
-        let result = attempt.clone().await;
-        if let Ok(mut connecting) = self.link.connecting.lock() {
-            if connecting.as_ref().is_some_and(|a| a.ptr_eq(&attempt)) {
-                *connecting = None;
-                if let (Ok(conn), Ok(mut slot)) = (&result, self.link.conn.lock()) {
-                    *slot = Some(conn.clone());
-                }
-            }
-        }
-        result
+        self.link.connection().await
     }
 
     async fn run_once(&self, kind: ScriptKind, args: &[String]) -> Result<Reply, StoreError> {
@@ -523,6 +534,41 @@ impl RedisStore {
         let mut rest = crate::batch::arguments(items, self.slow_us, self.late_us);
         rest.push(self.node_id.clone());
         self.run(ScriptKind::Record, now_us, r, rest).await
+    }
+
+    /// `record.lua`'s whole argument list (`ARGV`) for `items`: what
+    /// [`RedisStore::record_batch`] sends, for a node's flush of many breakers at once.
+    pub(crate) fn record_args(
+        &self,
+        items: &[BatchItem],
+        now_us: Option<u64>,
+        r: f64,
+    ) -> Vec<String> {
+        let mut rest = crate::batch::arguments(items, self.slow_us, self.late_us);
+        rest.push(self.node_id.clone());
+        self.args(now_us, r, rest)
+    }
+
+    /// `record_many.lua` on this store's connection, for each `(store, items)` (every
+    /// store on this store's server): per store, what its own
+    /// [`RedisStore::record_batch`] would answer, except that a repaired value answers
+    /// [`ReplyDecision::Repaired`] (the items not applied). What a node's flush task sends;
+    /// public for the tests that hold it to `record.lua`.
+    #[doc(hidden)]
+    pub async fn record_many(
+        &self,
+        batches: &[(&RedisStore, &[BatchItem])],
+        now_us: Option<u64>,
+        r: f64,
+    ) -> Result<Vec<Result<Reply, StoreError>>, StoreError> {
+        let parts: Vec<Part> = batches
+            .iter()
+            .map(|(store, items)| Part {
+                key: store.key.clone(),
+                args: store.record_args(items, now_us, r),
+            })
+            .collect();
+        self.link.record_many(&parts, self.timeout).await
     }
 
     /// `release.lua`: a permit dropped without an outcome (`token`: a probe's lease

@@ -160,3 +160,59 @@ async fn idle_breakers_are_evicted_and_open_ones_kept() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(registry.get(&"third".to_string()).is_ok());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_flushes_many_breakers_in_few_script_calls_and_quiet_views_do_not_re_read() {
+    let server = RedisServer::start();
+    let node = RedisNode::connect(&server.url()).unwrap();
+    let registry = node
+        .registry_with(template(), 512, |b| b.prefix("batch:"))
+        .unwrap();
+    let hosts: Vec<String> = (0..300).map(|i| format!("host-{i}")).collect();
+    for host in &hosts {
+        registry.get(host).unwrap();
+    }
+    wait_for("every first read", || {
+        registry
+            .breakers()
+            .iter()
+            .all(|(_, b)| b.stats().redis_calls > 0)
+    })
+    .await;
+    // The subscription is up and every view closed: the steady state.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = server.command_calls("evalsha");
+    for host in &hosts {
+        let breaker = registry.get(host).unwrap();
+        breaker
+            .acquire_now_or_later()
+            .await
+            .unwrap()
+            .success()
+            .await;
+    }
+    wait_for("every success flushed", || {
+        registry
+            .breakers()
+            .iter()
+            .all(|(_, b)| b.stats().flushes > 0)
+    })
+    .await;
+    let flushed = server.command_calls("evalsha") - before;
+    // One call per breaker before; 64 breakers per call now (plus a few stragglers).
+    assert!(
+        flushed <= 15,
+        "{flushed} script calls for 300 breakers' flushes"
+    );
+    // A read writes nothing; a recorded success stores the hash.
+    let stored = server.command(&["EXISTS", "batch:{host-299}"]).unwrap();
+    assert_eq!(stored, ":1", "the success is in Redis");
+    // Quiet: no flush, no re-read for two refresh intervals.
+    let before = server.command_calls("evalsha");
+    tokio::time::sleep(Duration::from_millis(2_200)).await;
+    let idle = server.command_calls("evalsha") - before;
+    assert!(
+        idle <= 5,
+        "{idle} script calls from 300 quiet views in 2.2 s"
+    );
+}

@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use breakerbox::{Clock, Nanos};
+use breakerbox::{Clock, Nanos, Phase};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -15,6 +15,9 @@ use crate::options::{LocalView, Mode};
 use crate::store::BatchItem;
 use crate::wire::ReplyDecision;
 use breakerbox::EventKind;
+
+/// A quiet view (see `Inner::quiet`) is re-read this many refresh intervals apart.
+pub(crate) const QUIET_REFRESH: u32 = 30;
 
 impl<C: Clock + Clone> Inner<C> {
     /// Sends the queued outcomes, a batch at a time.
@@ -31,6 +34,8 @@ impl<C: Clock + Clone> Inner<C> {
             return;
         };
         let batch_size = batch_size.max(1);
+        // One batch in flight at a time (the node's flush task may be sending one).
+        let _lock = self.flush_lock.lock().await;
         if all {
             // Everything queued goes now, failures included.
             self.urgent.store(false, Ordering::Release);
@@ -57,6 +62,8 @@ impl<C: Clock + Clone> Inner<C> {
             match self.store.record_batch(&chunk, self.now_arg(), r).await {
                 Ok(answer) => {
                     Stats::add(&self.stats.flushes, 1);
+                    self.last_flush
+                        .store(self.clock.now().as_u64(), Ordering::Release);
                     let reply = self.absorb(answer, false, Some(r));
                     if let ReplyDecision::Batch(codes) = reply.decision {
                         for (item, recorded) in chunk.iter().zip(codes) {
@@ -83,12 +90,35 @@ impl<C: Clock + Clone> Inner<C> {
     /// another incarnation) or when no news was accepted for `every`: refused news (older
     /// versions, replies of a state Redis lost) never counts, so nothing starves this.
     async fn refresh_if_due(&self, every: Duration) {
+        let every = if self.quiet() {
+            every.saturating_mul(QUIET_REFRESH)
+        } else {
+            every
+        };
         let asked = self.refresh_requested.swap(false, Ordering::AcqRel);
         let last = Nanos(self.last_news.load(Ordering::Acquire));
         if !asked && self.clock.now().saturating_sub(last) < Nanos::from_duration(every) {
             return;
         }
         self.refresh().await;
+    }
+
+    /// A view of a node's breaker that only a message can change: the node's subscription
+    /// is up (a trip, a warm streak, a manual switch is announced; a lost subscription
+    /// asks every breaker to re-read when it is back), and the view is closed, not warm,
+    /// not ramping and not alerted. Its periodic re-read waits [`QUIET_REFRESH`] times
+    /// longer: at thousands of breakers, one read per breaker per second would be most of
+    /// the node's script calls.
+    fn quiet(&self) -> bool {
+        if !self.node.as_ref().is_some_and(|n| n.subscription_live()) {
+            return false;
+        }
+        let view = self.view();
+        view.known
+            && view.phase == Phase::Closed
+            && !view.warm
+            && view.until.is_none()
+            && self.alerted.load(Ordering::Acquire) == 0
     }
 
     /// One authoritative read: repairs a corrupt value, gives back what Redis lost, adopts
@@ -112,6 +142,12 @@ impl<C: Clock + Clone> Inner<C> {
     /// Reads the stored state for this node's own use (a corrupt value is repaired and
     /// reported).
     async fn read_authoritative(&self) -> Result<crate::wire::Reply, crate::store::StoreError> {
+        // A node's breakers take turns (see `RedisNode::read_slot`), except a read that
+        // a message asked for (it may be a trip): it goes ahead of a queue of first reads.
+        let _slot = match &self.node {
+            Some(node) if self.alerted.load(Ordering::Acquire) == 0 => node.read_slot().await,
+            _ => None,
+        };
         let answer = self.store.refresh(self.now_arg()).await?;
         Stats::add(&self.stats.redis_calls, 1);
         self.report_repair(answer.repaired);
@@ -214,9 +250,9 @@ pub(crate) async fn run<C: Clock + Clone>(weak: Weak<Inner<C>>, wake: Arc<Notify
                     let full = inner.batch.lock().map_or(0, |b| b.len()) >= view.batch_size;
                     let urgent = inner.urgent.load(Ordering::Acquire);
                     let since = last_flush.elapsed();
-                    if since >= view.flush_interval
-                        || (urgent && since >= view.failure_flush_interval)
-                    {
+                    // A node breaker's periodic flush is its node's (`node/flush.rs`).
+                    let periodic = !inner.node_flush && since >= view.flush_interval;
+                    if periodic || (urgent && since >= view.failure_flush_interval) {
                         inner.flush().await;
                         last_flush = Instant::now();
                     } else if full {
@@ -227,12 +263,22 @@ pub(crate) async fn run<C: Clock + Clone>(weak: Weak<Inner<C>>, wake: Arc<Notify
                     }
                     inner.refresh_if_due(view.refresh_interval).await;
                     let since = last_flush.elapsed();
-                    let mut next = view.flush_interval.saturating_sub(since);
+                    let mut next = if inner.node_flush {
+                        Duration::MAX
+                    } else {
+                        view.flush_interval.saturating_sub(since)
+                    };
                     if inner.urgent.load(Ordering::Acquire) {
                         next = next.min(view.failure_flush_interval.saturating_sub(since));
                     }
-                    next.min(view.refresh_interval)
-                        .max(Duration::from_millis(1))
+                    // A quiet view sleeps until its stretched refresh (a message, an
+                    // urgent outcome, a full batch or a new subscription wakes it).
+                    let refresh = if inner.quiet() {
+                        view.refresh_interval.saturating_mul(QUIET_REFRESH)
+                    } else {
+                        view.refresh_interval
+                    };
+                    next.min(refresh).max(Duration::from_millis(1))
                 }
                 Mode::Strict => {
                     // Strict mode decides nothing from the view; a refresh only serves

@@ -17,7 +17,7 @@ use tokio::sync::{oneshot, Notify};
 use super::view::ViewCell;
 use super::{background, Inner, RedisBreaker};
 use crate::events::Stats;
-use crate::node::RedisNode;
+use crate::node::{NodeFlush, RedisNode};
 use crate::options::{Backoff, Fallback, Mode};
 use crate::pubsub::{self, Listening, Topic};
 use crate::store::{RedisStore, StoreOptions};
@@ -355,6 +355,9 @@ impl<C: Clock + Clone> RedisBreakerBuilder<C> {
         let wake = Arc::new(Notify::new());
         #[cfg(feature = "metrics")]
         let counters = breakerbox::metrics::OutcomeCounters::new(&self.name);
+        let self_clock_now = self.clock.now().as_u64();
+        let node_flush = matches!(self.mode, Mode::LocalView(_))
+            && self.node.as_ref().is_some_and(RedisNode::batches_flushes);
         let inner = Arc::new(Inner {
             name: self.name,
             config,
@@ -390,10 +393,19 @@ impl<C: Clock + Clone> RedisBreakerBuilder<C> {
             loop_handles: AtomicUsize::new(0),
             node: self.node.clone(),
             local_open_until: AtomicU64::new(0),
+            flush_lock: Arc::new(tokio::sync::Mutex::new(())),
+            // The first periodic flush is one interval after the breaker is made (not at
+            // once: thousands made together would all flush in the same round).
+            last_flush: AtomicU64::new(self_clock_now),
+            node_flush,
         });
         if let Some(node) = &self.node {
             let weak: Weak<dyn Listening> = Arc::downgrade(&inner) as Weak<dyn Listening>;
             node.register(inner.store.channel(), weak);
+            if node_flush {
+                let weak: Weak<dyn NodeFlush> = Arc::downgrade(&inner) as Weak<dyn NodeFlush>;
+                node.register_flush(weak);
+            }
         }
         runtime.spawn(background::run(Arc::downgrade(&inner), wake));
         Ok(inner)

@@ -160,6 +160,25 @@ impl RedisServer {
         Some(line.trim_end().to_string())
     }
 
+    /// [`RedisServer::command`], tried up to `tries` times (a server busy with thousands
+    /// of breakers may take longer than one try's 500 ms to answer).
+    pub fn command_patiently(&self, args: &[&str], tries: usize) -> Option<String> {
+        (0..tries.max(1)).find_map(|_| self.command(args))
+    }
+
+    /// The calls of `command` in INFO commandstats, asked patiently (`None`: no answer).
+    pub fn command_calls_patiently(&self, command: &str) -> Option<u64> {
+        let info = self.command_patiently(&["INFO", "commandstats"], 20)?;
+        let prefix = format!("cmdstat_{command}:calls=");
+        Some(
+            info.lines()
+                .find_map(|l| l.strip_prefix(&prefix))
+                .and_then(|rest| rest.split(',').next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0),
+        )
+    }
+
     /// Kills the server (SIGKILL) and waits for it.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {

@@ -1,0 +1,172 @@
+//! `lua/record_many.lua`: `record.lua` for many breakers of one link in one script call,
+//! so a node's periodic flushes of thousands of breakers cost a few calls, not thousands.
+
+use std::sync::Mutex;
+
+use redis::{ErrorKind, RedisError, ServerErrorKind, Value};
+
+use super::{Link, StoreError};
+use crate::target::Topology;
+use crate::wire::{parse_reply, ParseError, Reply};
+
+/// The source: the prelude and `record.lua` whole, as `record_one(KEYS, ARGV)`, then the
+/// driver that calls it per key.
+pub(crate) const SOURCE: &str = concat!(
+    "local function record_one(KEYS, ARGV)\n",
+    include_str!("../../lua/common.lua"),
+    "\n",
+    include_str!("../../lua/window.lua"),
+    "\n",
+    include_str!("../../lua/transitions.lua"),
+    "\n",
+    include_str!("../../lua/record.lua"),
+    "\nend\n",
+    include_str!("../../lua/record_many.lua")
+);
+
+/// The digest Redis gave the script.
+#[derive(Debug, Default)]
+pub(crate) struct Many {
+    sha: Mutex<Option<String>>,
+}
+
+impl Many {
+    pub(crate) fn forget(&self) {
+        if let Ok(mut sha) = self.sha.lock() {
+            *sha = None;
+        }
+    }
+
+    fn sha(&self) -> Option<String> {
+        self.sha.lock().ok().and_then(|s| s.clone())
+    }
+
+    fn set(&self, sha: String) {
+        if let Ok(mut slot) = self.sha.lock() {
+            *slot = Some(sha);
+        }
+    }
+}
+
+/// One breaker's part of a [`Link::record_many`] call: its key and `record.lua`'s
+/// arguments for it.
+pub(crate) struct Part {
+    pub(crate) key: String,
+    pub(crate) args: Vec<String>,
+}
+
+impl Link {
+    /// Whether [`Link::record_many`] may serve this link: one server (a cluster's keys
+    /// live on many).
+    pub(crate) fn batches_many(&self) -> bool {
+        self.target.topology() != Topology::Cluster
+    }
+
+    /// `record_many.lua` for `parts`: per part, what its own `record.lua` call would have
+    /// answered (a corrupt value repaired is answered `Repaired`, the entries not
+    /// applied, as by `record.lua`). The whole call is bounded by `timeout`.
+    pub(crate) async fn record_many(
+        &self,
+        parts: &[Part],
+        timeout: std::time::Duration,
+    ) -> Result<Vec<Result<Reply, StoreError>>, StoreError> {
+        let mut keys = Vec::with_capacity(parts.len());
+        let mut args = Vec::with_capacity(parts.iter().map(|p| p.args.len() + 1).sum());
+        for part in parts {
+            keys.push(part.key.as_str());
+            args.push(part.args.len().to_string());
+            args.extend(part.args.iter().cloned());
+        }
+        let call = async {
+            let mut conn = self.connection().await.map_err(|e| self.failed(e))?;
+            let sha = match self.many.sha() {
+                Some(sha) => sha,
+                None => self.load(&mut conn).await?,
+            };
+            let run = |sha: String, mut conn: crate::target::RedisConnection| {
+                let (keys, args) = (&keys, &args);
+                async move {
+                    redis::cmd("EVALSHA")
+                        .arg(sha)
+                        .arg(keys.len())
+                        .arg(keys)
+                        .arg(args)
+                        .query_async::<Value>(&mut conn)
+                        .await
+                }
+            };
+            match run(sha, conn.clone()).await {
+                Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                    let sha = self.load(&mut conn).await?;
+                    run(sha, conn).await.map_err(|e| self.failed(e))
+                }
+                other => other.map_err(|e| self.failed(e)),
+            }
+        };
+        let value = match tokio::time::timeout(timeout, call).await {
+            Ok(value) => value?,
+            Err(_) => {
+                if self.target.drop_on_timeout() {
+                    self.forget();
+                }
+                return Err(StoreError::Timeout(timeout));
+            }
+        };
+        let Value::Array(replies) = value else {
+            return Err(StoreError::Protocol(format!(
+                "record_many replied {value:?}, expected an array"
+            )));
+        };
+        if replies.len() != parts.len() {
+            return Err(StoreError::Protocol(format!(
+                "record_many replied {} replies for {} keys",
+                replies.len(),
+                parts.len()
+            )));
+        }
+        Ok(replies
+            .iter()
+            .map(|v| {
+                parse_reply(v).map_err(|e| match e {
+                    ParseError::Corrupt(why) => StoreError::Corrupt(why),
+                    ParseError::Protocol(why) => StoreError::Protocol(why),
+                })
+            })
+            .collect())
+    }
+
+    async fn load(&self, conn: &mut crate::target::RedisConnection) -> Result<String, StoreError> {
+        let sha = conn
+            .load_script(SOURCE, "")
+            .await
+            .map_err(|e| self.failed(e))?;
+        self.many.set(sha.clone());
+        Ok(sha)
+    }
+
+    /// As a store's: a dropped or demoted connection is made again on the next call.
+    fn failed(&self, e: RedisError) -> StoreError {
+        if e.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly)
+            || e.is_io_error()
+            || e.is_connection_dropped()
+            || e.is_unrecoverable_error()
+        {
+            self.forget();
+        }
+        StoreError::Redis(e)
+    }
+}
+
+impl StoreError {
+    /// The same error again, for each breaker of a call that failed as a whole.
+    pub(crate) fn again(&self) -> StoreError {
+        match self {
+            StoreError::Timeout(after) => StoreError::Timeout(*after),
+            StoreError::Redis(e) => StoreError::Redis(e.clone()),
+            StoreError::Protocol(why) => StoreError::Protocol(why.clone()),
+            StoreError::Corrupt(why) => StoreError::Corrupt(why.clone()),
+            StoreError::Unavailable => StoreError::Unavailable,
+            StoreError::Invalid(why) => StoreError::Invalid(why.clone()),
+        }
+    }
+}
