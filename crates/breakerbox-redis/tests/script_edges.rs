@@ -1,0 +1,217 @@
+//! The Lua scripts at the edges the differential test does not reach: what a script
+//! writes when nothing changed, the news it publishes, arguments no caller of the crate
+//! sends, stored values no script writes. Each test kills mutants of
+//! `scripts/lua_mutants.py` (named in its comment) that the differential test lets live.
+
+#![allow(clippy::unwrap_used)] // tests unwrap
+
+#[path = "support/redis_server.rs"]
+mod redis_server;
+
+use std::time::Duration;
+
+use breakerbox::model::{Decision, PermitKind};
+use breakerbox::{Config, Phase, Verdict};
+use breakerbox_redis::{OutcomeArg, RedisStore, ReplyDecision, ScriptKind, StoreOptions};
+use redis_server::RedisServer;
+
+fn store(server: &RedisServer, name: &str, config: &Config) -> RedisStore {
+    let client = redis::Client::open(server.url()).unwrap();
+    let options = StoreOptions {
+        ttl: Duration::from_secs(60),
+        timeout: Duration::from_secs(2),
+        ..StoreOptions::default()
+    };
+    RedisStore::new(client, name, config, &options)
+}
+
+fn outcome(verdict: Verdict, latency: Duration) -> OutcomeArg {
+    OutcomeArg::new(0, PermitKind::Normal, verdict, latency)
+}
+
+fn failure() -> OutcomeArg {
+    outcome(Verdict::Failure, Duration::ZERO)
+}
+
+// acquire.lua: `d[1] == 'admit' and d[3] == PROBE` (the save after a probe's admission
+// only): an admission in the closed phase changes nothing, so it writes nothing.
+#[tokio::test]
+async fn an_admission_in_the_closed_phase_writes_nothing() {
+    let server = RedisServer::start();
+    let config = Config::builder().consecutive_failures(3).build().unwrap();
+    let store = store(&server, "quiet", &config);
+    let written = store
+        .record(&[failure()], Some(1_000), 0.0)
+        .await
+        .unwrap()
+        .reply
+        .state
+        .version;
+    for t in [2_000, 3_000] {
+        let reply = store.acquire(Some(t), 0.0).await.unwrap().reply;
+        assert!(matches!(
+            reply.decision,
+            ReplyDecision::Model(Decision::Admitted {
+                kind: PermitKind::Normal,
+                ..
+            })
+        ));
+        assert_eq!(reply.state.version, written, "at {t}");
+    }
+    let stored = server.command(&["HGET", "bb:{quiet}", "ver"]).unwrap();
+    assert_eq!(stored, written.to_string());
+}
+
+// common.lua `streak_after`: `S.streak == ANNOUNCE_AT` (the "warm" news): the failure
+// that makes the streak reach the announced length is published, the ones before and after
+// it are not (no transition either).
+#[tokio::test]
+async fn the_failure_that_warms_the_streak_is_announced_once() {
+    let server = RedisServer::start();
+    // Threshold 6: warm from 3 failures on.
+    let config = Config::builder().consecutive_failures(6).build().unwrap();
+    let store = store(&server, "warm", &config);
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut conn = client.get_connection().unwrap();
+    let mut pubsub = conn.as_pubsub();
+    pubsub.subscribe(store.channel()).unwrap();
+    pubsub
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let mut heard = Vec::new();
+    for n in 1..=5u64 {
+        store
+            .record(&[failure()], Some(n * 1_000), 0.0)
+            .await
+            .unwrap();
+        if let Ok(message) = pubsub.get_message() {
+            let payload: String = message.get_payload().unwrap();
+            heard.push((n, payload));
+        }
+    }
+    assert_eq!(heard.len(), 1, "{heard:?}");
+    let (n, payload) = &heard[0];
+    assert_eq!(*n, 3, "{heard:?}");
+    // phase,generation,remaining,now,version,incarnation,warm
+    let fields: Vec<&str> = payload.split(',').collect();
+    assert_eq!(
+        (fields[0], fields[3], fields[6]),
+        ("0", "3000", "1"),
+        "{payload}"
+    );
+}
+
+// common.lua `streak_after`: `S.streak > 0` (a success keeps a streak that began after
+// it): a stored streak start without a streak is cleared by the next success, as in the
+// model (`tests/model_table.rs` in breakerbox).
+#[tokio::test]
+async fn a_success_clears_a_stored_streak_start_without_a_streak() {
+    let server = RedisServer::start();
+    let config = Config::builder().consecutive_failures(3).build().unwrap();
+    let store = store(&server, "leftover", &config);
+    store
+        .record(&[failure()], Some(10_000_000), 0.0)
+        .await
+        .unwrap();
+    server
+        .command(&["HSET", "bb:{leftover}", "streak", "0"])
+        .unwrap();
+    // Completed 100 ms before the stored start: it would keep a streak, but there is none.
+    let early = OutcomeArg {
+        age: Duration::from_millis(600),
+        ..outcome(Verdict::Success, Duration::ZERO)
+    };
+    let state = store
+        .record(&[early], Some(10_500_000), 0.0)
+        .await
+        .unwrap()
+        .reply
+        .state;
+    assert_eq!(
+        (state.consecutive_failures, state.streak_started_us),
+        (0, 0)
+    );
+}
+
+// common.lua `is_slow`: `C.slow >= 0`: a threshold under a microsecond is sent as 0 us,
+// and a call of 1 us is slow against it.
+#[tokio::test]
+async fn a_threshold_under_a_microsecond_still_makes_calls_slow() {
+    let server = RedisServer::start();
+    let config = Config::builder()
+        .slow_call_threshold(Duration::from_nanos(500))
+        .slow_call_rate(1.0)
+        .count_window(4)
+        .min_calls(4)
+        .build()
+        .unwrap();
+    let store = store(&server, "fast", &config);
+    store
+        .record(
+            &[outcome(Verdict::Success, Duration::from_micros(1))],
+            Some(1_000),
+            0.0,
+        )
+        .await
+        .unwrap();
+    let ReplyDecision::State(counts) = store.read(Some(2_000)).await.unwrap().reply.decision else {
+        panic!("a read answers the window")
+    };
+    assert_eq!((counts.calls, counts.slow), (1, 1));
+}
+
+// acquire.lua: `tok == nil or tok == ''` (the default lease token): a caller that sends
+// no token (every caller in this crate sends one) gets a probe slot leased to token 0,
+// and the state stays readable.
+#[tokio::test]
+async fn a_probe_acquired_without_a_token_is_leased_to_token_zero() {
+    let server = RedisServer::start();
+    let config = Config::builder()
+        .consecutive_failures(1)
+        .recovery_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let store = store(&server, "tokenless", &config);
+    store.record(&[failure()], Some(1_000), 0.0).await.unwrap();
+    // The arguments `RedisStore` sends (common.lua's header), without ARGV[6]; the config
+    // as `parse_config` reads it (no window, no deadline, no quorum, no ramp).
+    let us = |d: Duration| d.as_micros().to_string();
+    let encoded = format!(
+        "1,n,0,0,0,0,0,0,-1,{},{:?},{},{:?},{},{},{},2000000,0,-1,-1,1,0,0",
+        us(config.recovery_timeout),
+        config.backoff_multiplier,
+        us(config.max_open_duration),
+        config.jitter,
+        config.max_probes,
+        config.required_successes,
+        us(config.half_open_timeout),
+    );
+    let mut conn = redis::Client::open(server.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let reply: Vec<redis::Value> = redis::cmd("EVAL")
+        .arg(ScriptKind::Acquire.source())
+        .arg(1)
+        .arg(store.key())
+        .arg(vec!["2000000", "60000", "0", &encoded, ""])
+        .query(&mut conn)
+        .unwrap();
+    let head: Vec<String> = reply[..4]
+        .iter()
+        .map(|v| redis::from_redis_value::<String>(v.clone()).unwrap())
+        .collect();
+    assert_eq!(head[0], "admit");
+    assert_eq!(head[2], "1", "a probe");
+    assert_eq!(head[3], "0", "leased to token 0");
+    let leases = server
+        .command(&["HGET", "bb:{tokenless}", "leases"])
+        .unwrap();
+    assert!(leases.starts_with("0:"), "{leases}");
+    let read = store.read(Some(2_000_001)).await.unwrap();
+    assert_eq!(read.repaired, None);
+    assert_eq!(
+        (read.reply.state.phase, read.reply.state.in_flight),
+        (Phase::HalfOpen, 1)
+    );
+}
