@@ -54,13 +54,14 @@ case "$suite" in
     src=crates/breakerbox/src
     files=(
       -f "$src/model.rs" -f "$src/model/policy.rs" -f "$src/model/window.rs"
-      -f "$src/breaker/engine.rs" -f "$src/breaker/transitions.rs"
+      -f "$src/model/quorum.rs" -f "$src/model/ramp.rs"
+      -f "$src/breaker/engine.rs" -f "$src/breaker/transitions.rs" -f "$src/breaker/ramp.rs"
       -f "$src/breaker/count_window.rs" -f "$src/breaker/time_window.rs"
       -f "$src/breaker/lanes.rs" -f "$src/breaker/streak.rs" -f "$src/permit.rs"
     )
     # Deterministic tests only: no doc tests, no timed stress test.
-    tests=(-C --lib -C --test=model_table -C --test=model_vs_engine -C --test=scenarios
-      -C --test=races)
+    tests=(-C --lib -C --test=model_table -C --test=model_quorum -C --test=model_vs_engine
+      -C --test=scenarios -C --test=races)
     ;;
   http)
     src=crates/breakerbox-http/src
