@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use breakerbox::model::{Decision, PermitKind};
 use breakerbox::{Config, Phase, Verdict};
-use breakerbox_redis::{OutcomeArg, RedisStore, ReplyDecision, ScriptKind, StoreOptions};
+use breakerbox_redis::{ManualOp, OutcomeArg, RedisStore, ReplyDecision, ScriptKind, StoreOptions};
 use redis_server::RedisServer;
 
 fn store(server: &RedisServer, name: &str, config: &Config) -> RedisStore {
@@ -160,24 +160,13 @@ async fn a_threshold_under_a_microsecond_still_makes_calls_slow() {
     assert_eq!((counts.calls, counts.slow), (1, 1));
 }
 
-// acquire.lua: `tok == nil or tok == ''` (the default lease token): a caller that sends
-// no token (every caller in this crate sends one) gets a probe slot leased to token 0,
-// and the state stays readable.
-#[tokio::test]
-async fn a_probe_acquired_without_a_token_is_leased_to_token_zero() {
-    let server = RedisServer::start();
-    let config = Config::builder()
-        .consecutive_failures(1)
-        .recovery_timeout(Duration::from_secs(1))
-        .build()
-        .unwrap();
-    let store = store(&server, "tokenless", &config);
-    store.record(&[failure()], Some(1_000), 0.0).await.unwrap();
-    // The arguments `RedisStore` sends (common.lua's header), without ARGV[6]; the config
-    // as `parse_config` reads it (no window, no deadline, no quorum, no ramp).
+/// The config as `parse_config` (common.lua) reads it, for a config with a consecutive-
+/// failure rule and no window, deadline, quorum or ramp (as `RedisStore` sends it).
+fn encoded(config: &Config) -> String {
     let us = |d: Duration| d.as_micros().to_string();
-    let encoded = format!(
-        "1,n,0,0,0,0,0,0,-1,{},{:?},{},{:?},{},{},{},2000000,0,-1,-1,1,0,0",
+    format!(
+        "{},n,0,0,0,0,0,0,-1,{},{:?},{},{:?},{},{},{},2000000,0,-1,-1,1,0,0",
+        config.consecutive_failures.unwrap(),
         us(config.recovery_timeout),
         config.backoff_multiplier,
         us(config.max_open_duration),
@@ -185,25 +174,55 @@ async fn a_probe_acquired_without_a_token_is_leased_to_token_zero() {
         config.max_probes,
         config.required_successes,
         us(config.half_open_timeout),
-    );
+    )
+}
+
+/// Runs `kind` with `args` (ARGV) on `key`, as `RedisStore` would but with any arguments.
+fn eval(server: &RedisServer, kind: ScriptKind, key: &str, args: &[&str]) -> Vec<String> {
     let mut conn = redis::Client::open(server.url())
         .unwrap()
         .get_connection()
         .unwrap();
     let reply: Vec<redis::Value> = redis::cmd("EVAL")
-        .arg(ScriptKind::Acquire.source())
+        .arg(kind.source())
         .arg(1)
-        .arg(store.key())
-        .arg(vec!["2000000", "60000", "0", &encoded, ""])
+        .arg(key)
+        .arg(args)
         .query(&mut conn)
         .unwrap();
-    let head: Vec<String> = reply[..4]
-        .iter()
-        .map(|v| redis::from_redis_value::<String>(v.clone()).unwrap())
-        .collect();
-    assert_eq!(head[0], "admit");
-    assert_eq!(head[2], "1", "a probe");
-    assert_eq!(head[3], "0", "leased to token 0");
+    reply
+        .into_iter()
+        .map(|v| redis::from_redis_value::<String>(v).unwrap_or_default())
+        .collect()
+}
+
+// acquire.lua: `tok == nil or tok == ''` (the default lease token), and common.lua's
+// `ARGV[5] ~= nil and ARGV[5] ~= ''` (no channel): a caller that sends no token, or no
+// channel and no token (every caller in this crate sends both), gets a probe slot leased
+// to token 0, and the state stays readable.
+#[tokio::test]
+async fn a_probe_acquired_without_a_token_is_leased_to_token_zero() {
+    let server = RedisServer::start();
+    let config = Config::builder()
+        .consecutive_failures(1)
+        .recovery_timeout(Duration::from_secs(1))
+        .max_probes(2)
+        .build()
+        .unwrap();
+    let store = store(&server, "tokenless", &config);
+    store.record(&[failure()], Some(1_000), 0.0).await.unwrap();
+    let config_arg = encoded(&config);
+    let head = ["2000000", "60000", "0", config_arg.as_str()];
+    let no_channel = eval(&server, ScriptKind::Acquire, store.key(), &head);
+    let empty: Vec<&str> = head.iter().copied().chain(["", ""]).collect();
+    let no_token = eval(&server, ScriptKind::Acquire, store.key(), &empty);
+    for reply in [&no_channel, &no_token] {
+        assert_eq!(
+            &reply[..4],
+            ["admit", &reply[1], "1", "0"],
+            "a probe of token 0"
+        );
+    }
     let leases = server
         .command(&["HGET", "bb:{tokenless}", "leases"])
         .unwrap();
@@ -212,6 +231,157 @@ async fn a_probe_acquired_without_a_token_is_leased_to_token_zero() {
     assert_eq!(read.repaired, None);
     assert_eq!(
         (read.reply.state.phase, read.reply.state.in_flight),
-        (Phase::HalfOpen, 1)
+        (Phase::HalfOpen, 2)
     );
+}
+
+// common.lua `publish`: news on a sharded channel ("s:") goes out with SPUBLISH, and with
+// PUBLISH where the server has no SPUBLISH.
+#[tokio::test]
+async fn sharded_news_falls_back_to_publish_where_spublish_is_missing() {
+    let config = Config::builder().consecutive_failures(2).build().unwrap();
+    let config_arg = encoded(&config);
+    let args = [
+        "1000",
+        "60000",
+        "0",
+        config_arg.as_str(),
+        "s:news",
+        "shadow",
+        "1",
+    ];
+    for spublish in [true, false] {
+        let server = if spublish {
+            RedisServer::start()
+        } else {
+            RedisServer::start_with(&["--rename-command", "SPUBLISH", ""], None)
+        };
+        let client = redis::Client::open(server.url()).unwrap();
+        let mut conn = client.get_connection().unwrap();
+        let mut pubsub = conn.as_pubsub();
+        pubsub.subscribe("news").unwrap();
+        pubsub
+            .set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        let reply = eval(&server, ScriptKind::Manual, "bb:{news}", &args);
+        assert_eq!(reply[0], "done", "SPUBLISH there: {spublish}");
+        // SPUBLISH reaches shard subscribers only; PUBLISH reaches this one.
+        let heard = pubsub.get_message().is_ok();
+        assert_eq!(heard, !spublish, "SPUBLISH there: {spublish}");
+    }
+}
+
+// manual.lua: `op == 'trip' or op == 'restore_open'`: a trip pushed by a node re-opens a
+// closed breaker as if its policy tripped, an open phase given back opens it for the time
+// left; in any other phase both change nothing.
+#[tokio::test]
+async fn a_pushed_trip_and_a_given_back_open_phase_open_only_a_closed_breaker() {
+    let server = RedisServer::start();
+    let config = Config::builder()
+        .consecutive_failures(3)
+        .recovery_timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let tripped = store(&server, "pushed", &config);
+    let reply = tripped
+        .manual(ManualOp::Trip("consecutive_failures"), Some(1_000), 0.0)
+        .await
+        .unwrap()
+        .reply;
+    assert_eq!(
+        (reply.state.phase, reply.state.trips, reply.state.until_us),
+        (Phase::Open, 1, Some(10_001_000))
+    );
+    assert_eq!(reply.transitions.len(), 1);
+    let again = tripped
+        .manual(
+            ManualOp::RestoreOpen(Duration::from_secs(1)),
+            Some(2_000),
+            0.0,
+        )
+        .await
+        .unwrap()
+        .reply;
+    assert_eq!(
+        (
+            again.state.trips,
+            again.state.until_us,
+            again.transitions.len()
+        ),
+        (1, Some(10_001_000), 0),
+        "an open phase wins"
+    );
+    let restored = store(&server, "given-back", &config);
+    let reply = restored
+        .manual(
+            ManualOp::RestoreOpen(Duration::from_secs(3)),
+            Some(5_000),
+            0.0,
+        )
+        .await
+        .unwrap()
+        .reply;
+    assert_eq!(
+        (reply.state.phase, reply.state.until_us),
+        (Phase::Open, Some(3_005_000))
+    );
+    assert_eq!(reply.transitions[0].reason.as_str(), "restored");
+}
+
+// common.lua: `C.cf > 0` (the warm length): without a consecutive-failure rule a streak is
+// warm from 2 failures, so one failure is not warm in the news a shadow switch sends.
+#[tokio::test]
+async fn without_a_consecutive_failure_rule_one_failure_is_not_warm() {
+    let server = RedisServer::start();
+    let config = Config::builder()
+        .failure_rate(0.5)
+        .count_window(10)
+        .min_calls(10)
+        .build()
+        .unwrap();
+    let store = store(&server, "lukewarm", &config);
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut conn = client.get_connection().unwrap();
+    let mut pubsub = conn.as_pubsub();
+    pubsub.subscribe(store.channel()).unwrap();
+    pubsub
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let mut warm = Vec::new();
+    for n in 1..=2u64 {
+        store
+            .record(&[failure()], Some(n * 1_000), 0.0)
+            .await
+            .unwrap();
+        store
+            .manual(ManualOp::Shadow(n == 1), Some(n * 1_000), 0.0)
+            .await
+            .unwrap();
+        let payload: String = pubsub.get_message().unwrap().get_payload().unwrap();
+        warm.push(payload.rsplit(',').next().unwrap().to_string());
+    }
+    assert_eq!(warm, ["0", "1"]);
+}
+
+// common.lua `past_deadline`: `d >= 0`: a deadline under a microsecond is sent as 0 us,
+// and a success of 1 us is late against it: a failure.
+#[tokio::test]
+async fn a_deadline_under_a_microsecond_still_makes_calls_late() {
+    let server = RedisServer::start();
+    let config = Config::builder()
+        .consecutive_failures(1)
+        .call_timeout(Duration::from_nanos(500))
+        .build()
+        .unwrap();
+    let store = store(&server, "late", &config);
+    let reply = store
+        .record(
+            &[outcome(Verdict::Success, Duration::from_micros(1))],
+            Some(1_000),
+            0.0,
+        )
+        .await
+        .unwrap()
+        .reply;
+    assert_eq!(reply.state.phase, Phase::Open);
 }
