@@ -12,7 +12,9 @@ use std::time::Duration;
 
 use breakerbox::model::{Decision, PermitKind};
 use breakerbox::{Config, Phase, Verdict};
-use breakerbox_redis::{ManualOp, OutcomeArg, RedisStore, ReplyDecision, ScriptKind, StoreOptions};
+use breakerbox_redis::{
+    ManualOp, OutcomeArg, RedisStore, ReplyDecision, ScriptKind, StoreError, StoreOptions,
+};
 use redis_server::RedisServer;
 
 fn store(server: &RedisServer, name: &str, config: &Config) -> RedisStore {
@@ -58,6 +60,14 @@ async fn an_admission_in_the_closed_phase_writes_nothing() {
         ));
         assert_eq!(reply.state.version, written, "at {t}");
     }
+    // release.lua: `#transitions > 0`: nor does a release of a normal permit.
+    let reply = store
+        .release(0, PermitKind::Normal, 0, Some(4_000), 0.0)
+        .await
+        .unwrap()
+        .reply;
+    assert_eq!(reply.decision, ReplyDecision::Model(Decision::Recorded));
+    assert_eq!(reply.state.version, written, "after a release");
     let stored = server.command(&["HGET", "bb:{quiet}", "ver"]).unwrap();
     assert_eq!(stored, written.to_string());
 }
@@ -161,11 +171,11 @@ async fn a_threshold_under_a_microsecond_still_makes_calls_slow() {
 }
 
 /// The config as `parse_config` (common.lua) reads it, for a config with a consecutive-
-/// failure rule and no window, deadline, quorum or ramp (as `RedisStore` sends it).
+/// failure rule and no window, deadline or ramp (as `RedisStore` sends it).
 fn encoded(config: &Config) -> String {
     let us = |d: Duration| d.as_micros().to_string();
     format!(
-        "{},n,0,0,0,0,0,0,-1,{},{:?},{},{:?},{},{},{},2000000,0,-1,-1,1,0,0",
+        "{},n,0,0,0,0,0,0,-1,{},{:?},{},{:?},{},{},{},2000000,0,-1,-1,{},0,0",
         config.consecutive_failures.unwrap(),
         us(config.recovery_timeout),
         config.backoff_multiplier,
@@ -174,6 +184,7 @@ fn encoded(config: &Config) -> String {
         config.max_probes,
         config.required_successes,
         us(config.half_open_timeout),
+        config.quorum.max(1),
     )
 }
 
@@ -384,4 +395,158 @@ async fn a_deadline_under_a_microsecond_still_makes_calls_late() {
         .unwrap()
         .reply;
     assert_eq!(reply.state.phase, Phase::Open);
+}
+
+// manual.lua: `d == nil or d < 0 or now + d >= 2^53`: an override lasts 0 us or more, and
+// ends before 2^53 us (the store refuses longer ones before sending them).
+#[tokio::test]
+async fn an_override_duration_is_checked_at_both_ends_of_its_range() {
+    let server = RedisServer::start();
+    let config = Config::builder().consecutive_failures(2).build().unwrap();
+    let config_arg = encoded(&config);
+    for (duration, until) in [
+        ("x", None),
+        ("-5", None),
+        ("0", Some("1000")),
+        ("9007199254739991", Some("9007199254740991")),
+        ("9007199254739992", None),
+    ] {
+        let args = [
+            "1000",
+            "60000",
+            "0",
+            config_arg.as_str(),
+            "",
+            "force_open",
+            duration,
+        ];
+        let reply = eval(&server, ScriptKind::Manual, "bb:{range}", &args);
+        match until {
+            Some(until) => {
+                assert_eq!(reply[0], "done", "{duration}");
+                let stored = server.command(&["HGET", "bb:{range}", "until"]).unwrap();
+                assert_eq!(stored, until, "{duration}");
+            }
+            None => assert_eq!(reply[0], "error", "{duration}: {reply:?}"),
+        }
+    }
+}
+
+// record.lua: `type(node) ~= 'string' or not string.match(node, '^%d+$') or
+// string.len(node) > 20`: a node id is up to 20 digits; anything else is node 0 in the
+// record of failing nodes (rule 21).
+#[tokio::test]
+async fn a_node_id_that_is_not_up_to_twenty_digits_is_filed_as_node_zero() {
+    let server = RedisServer::start();
+    let config = Config::builder()
+        .consecutive_failures(3)
+        .quorum(2)
+        .build()
+        .unwrap();
+    let config_arg = encoded(&config);
+    let twenty = "12345678901234567890";
+    let cases: [(Option<&str>, &str); 4] = [
+        (Some("abc"), "0"),
+        (Some("123456789012345678901"), "0"),
+        (Some(twenty), twenty),
+        (None, "0"),
+    ];
+    for (i, (node, filed)) in cases.into_iter().enumerate() {
+        let key = format!("bb:{{node-{i}}}");
+        // One failure of a normal permit of generation 0, filed at 1 ms.
+        let mut args = vec!["1000", "60000", "0", config_arg.as_str(), "", "1"];
+        args.extend(["0", "0", "1", "0", "-1", "0", "0", "1"]);
+        args.extend(node);
+        let reply = eval(&server, ScriptKind::Record, &key, &args);
+        assert_eq!(reply[0], "batch", "{node:?}: {reply:?}");
+        let stored = server.command(&["HGET", &key, "quorum"]).unwrap();
+        assert!(
+            stored.ends_with(&format!(",{filed}:1:1000")),
+            "{node:?}: {stored}"
+        );
+    }
+}
+
+// read.lua: `ARGV[6] == 'repair'`: a corrupt bucket found while a read sums the window is
+// reported by an operator's read and repaired by the breaker's own refresh.
+#[tokio::test]
+async fn a_corrupt_bucket_is_reported_by_a_read_and_repaired_by_a_refresh() {
+    let server = RedisServer::start();
+    let config = Config::builder()
+        .failure_rate(0.5)
+        .time_window(Duration::from_secs(10), 5)
+        .min_calls(5)
+        .build()
+        .unwrap();
+    let store = store(&server, "bucket", &config);
+    store.record(&[failure()], Some(1_000), 0.0).await.unwrap();
+    server
+        .command(&["HSET", "bb:{bucket}", "b0", "garbage"])
+        .unwrap();
+    let read = store.read(Some(2_000)).await;
+    assert!(
+        matches!(read, Err(StoreError::Corrupt(ref why)) if why.contains("b0")),
+        "{read:?}"
+    );
+    let refreshed = store.refresh(Some(3_000)).await.unwrap();
+    assert!(refreshed.repaired.unwrap().contains("b0"));
+}
+
+// transitions.lua `ramp_admits`: `x mod 10^6 < f` and `ramp_fraction`: `e >= C.rdur`
+// (rule 23): at a fraction equal to the 1st acquire's point that acquire is rejected, and
+// at exactly the ramp's duration the ramp is over (and the trips reset).
+#[tokio::test]
+async fn a_ramp_rejects_at_its_exact_fraction_and_ends_at_its_exact_duration() {
+    let server = RedisServer::start();
+    let config = Config::builder()
+        .consecutive_failures(1)
+        .recovery_timeout(Duration::from_secs(1))
+        .required_successes(1)
+        .ramp(0.618031, Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let store = store(&server, "ramp-edges", &config);
+    store.record(&[failure()], Some(1_000), 0.0).await.unwrap();
+    let probe = store.acquire(Some(1_001_000), 0.0).await.unwrap().reply;
+    let ReplyDecision::Model(Decision::Admitted { generation, kind }) = probe.decision else {
+        panic!("a probe: {probe:?}")
+    };
+    let success = OutcomeArg {
+        token: probe.lease,
+        ..OutcomeArg::new(generation, kind, Verdict::Success, Duration::ZERO)
+    };
+    let closed = store
+        .record(&[success], Some(1_001_000), 0.0)
+        .await
+        .unwrap()
+        .reply
+        .state;
+    assert_eq!(
+        (closed.phase, closed.ramp_started_us, closed.trips),
+        (Phase::Closed, Some(1_001_000), 1)
+    );
+    // The n-th acquire passes iff (n * 618031) mod 10^6 < 618031 ppm: the 0th does, the
+    // 1st (exactly at the fraction) does not.
+    let first = store.acquire(Some(1_001_000), 0.0).await.unwrap().reply;
+    assert!(matches!(
+        first.decision,
+        ReplyDecision::Model(Decision::Admitted { .. })
+    ));
+    let second = store.acquire(Some(1_001_000), 0.0).await.unwrap().reply;
+    assert!(
+        matches!(
+            second.decision,
+            ReplyDecision::Model(Decision::Rejected {
+                phase: Phase::Closed,
+                ..
+            })
+        ),
+        "{second:?}"
+    );
+    let after = store.acquire(Some(3_001_000), 0.0).await.unwrap().reply;
+    assert_eq!(
+        (after.state.ramp_started_us, after.state.trips),
+        (None, 0),
+        "over at exactly 2 s"
+    );
 }
