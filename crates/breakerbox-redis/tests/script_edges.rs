@@ -368,3 +368,23 @@ async fn a_ramp_rejects_at_its_exact_fraction_and_ends_at_its_exact_duration() {
         "over at exactly 2 s"
     );
 }
+
+// transitions.lua `save`: `S.exp < 0 or now < S.exp or now - S.exp >= TTL / 16`: the TTL
+// is refreshed by the first write, then once a sixteenth of it (60 s / 16 = 3.75 s) has
+// passed since the last refresh, or when time went back.
+#[tokio::test]
+async fn the_ttl_is_refreshed_once_a_sixteenth_of_it_has_passed_or_time_went_back() {
+    let server = RedisServer::start();
+    let config = Config::builder().consecutive_failures(100).build().unwrap();
+    let store = store(&server, "ttl", &config);
+    for (now, refreshed) in [
+        (1_000_000u64, 1_000_000u64),
+        (4_749_999, 1_000_000),
+        (4_750_000, 4_750_000),
+        (2_000_000, 2_000_000),
+    ] {
+        store.record(&[failure()], Some(now), 0.0).await.unwrap();
+        let exp = server.command(&["HGET", "bb:{ttl}", "exp"]).unwrap();
+        assert_eq!(exp, refreshed.to_string(), "written at {now}");
+    }
+}
