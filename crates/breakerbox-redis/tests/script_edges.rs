@@ -383,8 +383,88 @@ async fn the_ttl_is_refreshed_once_a_sixteenth_of_it_has_passed_or_time_went_bac
         (4_750_000, 4_750_000),
         (2_000_000, 2_000_000),
     ] {
+        if now > 1_000_000 {
+            // As if most of the TTL had gone by: a refresh sets it back to 60 s.
+            server.command(&["PEXPIRE", "bb:{ttl}", "10000"]).unwrap();
+        }
         store.record(&[failure()], Some(now), 0.0).await.unwrap();
         let exp = server.command(&["HGET", "bb:{ttl}", "exp"]).unwrap();
         assert_eq!(exp, refreshed.to_string(), "written at {now}");
+        let ttl: u64 = server.command(&["PTTL", "bb:{ttl}"]).unwrap()[1..]
+            .parse()
+            .unwrap();
+        assert_eq!(
+            ttl > 50_000,
+            refreshed == now,
+            "written at {now}: pttl {ttl}"
+        );
+    }
+}
+
+// transitions.lua `save`: the news of a trip says the phase is not warm (warm is a closed
+// phase's streak: `S.phase == CLOSED and ...`) and how long the open phase lasts
+// (`S.till ~= NEVER`); a forced open phase with no end says -1.
+#[tokio::test]
+async fn the_news_of_a_trip_has_the_time_left_and_no_warm_streak() {
+    let server = RedisServer::start();
+    let config = Config::builder()
+        .consecutive_failures(2)
+        .recovery_timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let store = store(&server, "news", &config);
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut conn = client.get_connection().unwrap();
+    let mut pubsub = conn.as_pubsub();
+    pubsub.subscribe(store.channel()).unwrap();
+    pubsub
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    store
+        .record(&[failure(), failure()], Some(1_000), 0.0)
+        .await
+        .unwrap();
+    let payload: String = pubsub.get_message().unwrap().get_payload().unwrap();
+    let fields: Vec<&str> = payload.split(',').collect();
+    // phase,generation,remaining,now,version,incarnation,warm
+    assert_eq!(
+        (fields[0], fields[2], fields[6]),
+        ("1", "10000000", "0"),
+        "{payload}"
+    );
+    store
+        .manual(ManualOp::ForceOpen(None), Some(2_000), 0.0)
+        .await
+        .unwrap();
+    let payload: String = pubsub.get_message().unwrap().get_payload().unwrap();
+    let fields: Vec<&str> = payload.split(',').collect();
+    assert_eq!((fields[0], fields[2]), ("3", "-1"), "{payload}");
+}
+
+// window.lua `load_ring`: `type(raw) ~= 'string' or string.len(raw) ~= S.rlen or ...`: a
+// ring that is missing, or shorter than the calls it should hold, is repaired.
+#[tokio::test]
+async fn a_missing_or_short_count_window_ring_is_repaired() {
+    let server = RedisServer::start();
+    let config = Config::builder()
+        .failure_rate(0.5)
+        .count_window(4)
+        .min_calls(4)
+        .build()
+        .unwrap();
+    for (i, ring) in [None, Some("0")].into_iter().enumerate() {
+        let name = format!("ring-{i}");
+        let store = store(&server, &name, &config);
+        let ok = outcome(Verdict::Success, Duration::ZERO);
+        store.record(&[ok, ok], Some(1_000), 0.0).await.unwrap();
+        let key = store.key().to_string();
+        match ring {
+            Some(ring) => server.command(&["HSET", &key, "ring", ring]),
+            None => server.command(&["HDEL", &key, "ring"]),
+        }
+        .unwrap();
+        let answer = store.record(&[ok], Some(2_000), 0.0).await.unwrap();
+        let why = answer.repaired.expect("the ring is reported");
+        assert!(why.contains("field ring"), "{ring:?}: {why}");
     }
 }
