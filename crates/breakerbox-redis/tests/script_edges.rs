@@ -468,3 +468,32 @@ async fn a_missing_or_short_count_window_ring_is_repaired() {
         assert!(why.contains("field ring"), "{ring:?}: {why}");
     }
 }
+
+// window.lua `window_reset`: `C.quorum > 1`: a new closed phase starts an empty record of
+// failing nodes where there is a quorum, and writes none where there is not.
+#[tokio::test]
+async fn a_new_closed_phase_empties_the_record_of_failing_nodes_only_with_a_quorum() {
+    let server = RedisServer::start();
+    for quorum in [1u32, 2] {
+        let config = Config::builder()
+            .consecutive_failures(3)
+            .quorum(quorum)
+            .build()
+            .unwrap();
+        let store = store(&server, &format!("record-{quorum}"), &config);
+        store.record(&[failure()], Some(1_000), 0.0).await.unwrap();
+        store
+            .manual(ManualOp::Reset, Some(2_000), 0.0)
+            .await
+            .unwrap();
+        let key = store.key().to_string();
+        let we = server.command(&["HGET", &key, "we"]).unwrap();
+        let record = server.command(&["HGET", &key, "quorum"]).unwrap();
+        let expected = if quorum > 1 {
+            format!("{we}:0:0")
+        } else {
+            "(nil)".to_string()
+        };
+        assert_eq!(record, expected, "quorum {quorum}");
+    }
+}
