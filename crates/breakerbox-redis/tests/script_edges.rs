@@ -497,3 +497,26 @@ async fn a_new_closed_phase_empties_the_record_of_failing_nodes_only_with_a_quor
         assert_eq!(record, expected, "quorum {quorum}");
     }
 }
+
+// window.lua `load_quorum`: `string.len(raw) > 8192`: the record of failing nodes may fill
+// 8 KiB (here with empty parts, which are skipped), and no more.
+#[tokio::test]
+async fn a_record_of_failing_nodes_may_fill_eight_kib_and_no_more() {
+    let server = RedisServer::start();
+    let config = Config::builder()
+        .consecutive_failures(3)
+        .quorum(2)
+        .build()
+        .unwrap();
+    for (i, length) in [8_192usize, 8_193].into_iter().enumerate() {
+        let store = store(&server, &format!("full-{i}"), &config);
+        store.record(&[failure()], Some(1_000), 0.0).await.unwrap();
+        let key = store.key().to_string();
+        let we = server.command(&["HGET", &key, "we"]).unwrap();
+        let head = format!("{we}:0:0");
+        let record = format!("{head}{}", ",".repeat(length - head.len()));
+        server.command(&["HSET", &key, "quorum", &record]).unwrap();
+        let answer = store.record(&[failure()], Some(2_000), 0.0).await.unwrap();
+        assert_eq!(answer.repaired.is_some(), length > 8_192, "{length}");
+    }
+}
