@@ -520,3 +520,34 @@ async fn a_record_of_failing_nodes_may_fill_eight_kib_and_no_more() {
         assert_eq!(answer.repaired.is_some(), length > 8_192, "{length}");
     }
 }
+
+// window.lua `load_quorum`: `a == nil or string.len(a) > 20 or string.len(b) > 15 or
+// string.len(c) > 16`: a node of up to 20 digits, a sequence of up to 15, a time of up to
+// 16; one digit more in any of them is corrupt.
+#[tokio::test]
+async fn the_parts_of_a_record_of_failing_nodes_are_checked_digit_by_digit() {
+    let server = RedisServer::start();
+    let config = Config::builder()
+        .consecutive_failures(3)
+        .quorum(2)
+        .build()
+        .unwrap();
+    let (node, seq, at) = ("1".repeat(20), "1".repeat(15), "1".repeat(16));
+    let cases = [
+        (format!("{node}:{seq}:{at}"), false),
+        (format!("{node}1:1:1"), true),
+        (format!("1:{seq}1:1"), true),
+        (format!("1:1:{at}1"), true),
+        ("1:1".to_string(), true),
+    ];
+    for (i, (part, corrupt)) in cases.into_iter().enumerate() {
+        let store = store(&server, &format!("parts-{i}"), &config);
+        store.record(&[failure()], Some(1_000), 0.0).await.unwrap();
+        let key = store.key().to_string();
+        let we = server.command(&["HGET", &key, "we"]).unwrap();
+        let record = format!("{we}:1:1,{part}");
+        server.command(&["HSET", &key, "quorum", &record]).unwrap();
+        let answer = store.record(&[failure()], Some(2_000), 0.0).await.unwrap();
+        assert_eq!(answer.repaired.is_some(), corrupt, "{part}");
+    }
+}
