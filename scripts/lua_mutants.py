@@ -21,9 +21,10 @@ load fails (so the binaries do read the directory).
 --function limits the mutants to the bodies of the named Lua functions (`local function
 NAME`, up to the next top-level `end`; `None` for a script's top level); --list prints the
 mutants without running them. --test names the test binaries (default: scripts,
-script_edges, script_values, script_arguments, differential); --cases the differential
-test's cases (BB_DIFF_CASES, default 200; no shrinking). --resume keeps what target/lua-mutants/results.json caught and runs only the
-other mutants (after adding tests).
+script_edges, script_values, script_arguments, script_quorum, differential); --cases the
+differential test's cases (BB_DIFF_CASES, default 200; no shrinking). --resume keeps what
+target/lua-mutants/results.json caught and runs only the other mutants (after adding
+tests).
 Prints the score and the survivors; exits non-zero below --threshold (default 100).
 Results go to target/lua-mutants/results.json.
 """
@@ -43,7 +44,8 @@ LUA = pathlib.Path("crates/breakerbox-redis/lua")
 WORK = ROOT / "target" / "lua-mutants"
 LUA_COPY = WORK / "lua"
 CRATE = ROOT / "crates" / "breakerbox-redis"
-TESTS = ["scripts", "script_edges", "script_values", "script_arguments", "differential"]
+TESTS = ["scripts", "script_edges", "script_values", "script_arguments", "script_quorum",
+         "differential"]
 
 # Operator -> replacements. Longest operators first so `<=` is not read as `<`.
 FLIPS = [

@@ -49,6 +49,9 @@ async fn an_admission_in_the_closed_phase_writes_nothing() {
         .reply
         .state
         .version;
+    // transitions.lua `save`: `S.inc == 0`: the incarnation is the time of the first write.
+    let incarnation = server.command(&["HGET", "bb:{quiet}", "inc"]).unwrap();
+    assert_eq!(incarnation, "1000");
     for t in [2_000, 3_000] {
         let reply = store.acquire(Some(t), 0.0).await.unwrap().reply;
         assert!(matches!(
@@ -70,6 +73,9 @@ async fn an_admission_in_the_closed_phase_writes_nothing() {
     assert_eq!(reply.state.version, written, "after a release");
     let stored = server.command(&["HGET", "bb:{quiet}", "ver"]).unwrap();
     assert_eq!(stored, written.to_string());
+    store.record(&[failure()], Some(5_000), 0.0).await.unwrap();
+    let incarnation = server.command(&["HGET", "bb:{quiet}", "inc"]).unwrap();
+    assert_eq!(incarnation, "1000", "kept by later writes");
 }
 
 // common.lua `streak_after`: `S.streak == ANNOUNCE_AT` (the "warm" news): the failure
@@ -371,39 +377,35 @@ async fn a_ramp_rejects_at_its_exact_fraction_and_ends_at_its_exact_duration() {
 
 // transitions.lua `save`: `S.exp < 0 or now < S.exp or now - S.exp >= TTL / 16`: the TTL
 // is refreshed by the first write, then once a sixteenth of it (60 s / 16 = 3.75 s) has
-// passed since the last refresh, or when time went back.
+// passed since the last refresh, or when time went back; a refresh at time 0 is one like
+// any other.
 #[tokio::test]
 async fn the_ttl_is_refreshed_once_a_sixteenth_of_it_has_passed_or_time_went_back() {
     let server = RedisServer::start();
     let config = Config::builder().consecutive_failures(100).build().unwrap();
     let store = store(&server, "ttl", &config);
-    for (now, refreshed) in [
-        (1_000_000u64, 1_000_000u64),
-        (4_749_999, 1_000_000),
-        (4_750_000, 4_750_000),
-        (2_000_000, 2_000_000),
+    // (written at, `exp` after it, whether it refreshed the TTL)
+    for (now, exp, refreshed) in [
+        (1_000_000u64, 1_000_000u64, true),
+        (4_749_999, 1_000_000, false),
+        (4_750_000, 4_750_000, true),
+        (4_750_000, 4_750_000, false),
+        (2_000_000, 2_000_000, true),
     ] {
-        if now > 1_000_000 {
-            // As if most of the TTL had gone by: a refresh sets it back to 60 s.
-            server.command(&["PEXPIRE", "bb:{ttl}", "10000"]).unwrap();
-        }
+        // As if most of the TTL had gone by: a refresh sets it back to 60 s.
+        server.command(&["PEXPIRE", "bb:{ttl}", "10000"]).unwrap();
         store.record(&[failure()], Some(now), 0.0).await.unwrap();
-        let exp = server.command(&["HGET", "bb:{ttl}", "exp"]).unwrap();
-        assert_eq!(exp, refreshed.to_string(), "written at {now}");
+        let stored = server.command(&["HGET", "bb:{ttl}", "exp"]).unwrap();
+        assert_eq!(stored, exp.to_string(), "written at {now}");
         let ttl: u64 = server.command(&["PTTL", "bb:{ttl}"]).unwrap()[1..]
             .parse()
             .unwrap();
-        assert_eq!(
-            ttl > 50_000,
-            refreshed == now,
-            "written at {now}: pttl {ttl}"
-        );
+        assert_eq!(ttl > 50_000, refreshed, "written at {now}: pttl {ttl}");
     }
+    let zero = store_at_zero(&server, &config).await;
+    assert_eq!(zero, "0");
 }
 
-// transitions.lua `save`: the news of a trip says the phase is not warm (warm is a closed
-// phase's streak: `S.phase == CLOSED and ...`) and how long the open phase lasts
-// (`S.till ~= NEVER`); a forced open phase with no end says -1.
 #[tokio::test]
 async fn the_news_of_a_trip_has_the_time_left_and_no_warm_streak() {
     let server = RedisServer::start();
@@ -469,85 +471,29 @@ async fn a_missing_or_short_count_window_ring_is_repaired() {
     }
 }
 
-// window.lua `window_reset`: `C.quorum > 1`: a new closed phase starts an empty record of
-// failing nodes where there is a quorum, and writes none where there is not.
-#[tokio::test]
-async fn a_new_closed_phase_empties_the_record_of_failing_nodes_only_with_a_quorum() {
-    let server = RedisServer::start();
-    for quorum in [1u32, 2] {
-        let config = Config::builder()
-            .consecutive_failures(3)
-            .quorum(quorum)
-            .build()
-            .unwrap();
-        let store = store(&server, &format!("record-{quorum}"), &config);
-        store.record(&[failure()], Some(1_000), 0.0).await.unwrap();
-        store
-            .manual(ManualOp::Reset, Some(2_000), 0.0)
-            .await
-            .unwrap();
-        let key = store.key().to_string();
-        let we = server.command(&["HGET", &key, "we"]).unwrap();
-        let record = server.command(&["HGET", &key, "quorum"]).unwrap();
-        let expected = if quorum > 1 {
-            format!("{we}:0:0")
-        } else {
-            "(nil)".to_string()
-        };
-        assert_eq!(record, expected, "quorum {quorum}");
-    }
+/// Writes at 0 and at 1 ms: the second write is no refresh, so `exp` stays 0.
+async fn store_at_zero(server: &RedisServer, config: &Config) -> String {
+    let store = store(server, "ttl-zero", config);
+    store.record(&[failure()], Some(0), 0.0).await.unwrap();
+    store.record(&[failure()], Some(1_000), 0.0).await.unwrap();
+    server.command(&["HGET", "bb:{ttl-zero}", "exp"]).unwrap()
 }
 
-// window.lua `load_quorum`: `string.len(raw) > 8192`: the record of failing nodes may fill
-// 8 KiB (here with empty parts, which are skipped), and no more.
+// window.lua `window_counts`: `b.index >= 0`: the period that starts at time 0 is a period
+// like the others (its bucket counts).
 #[tokio::test]
-async fn a_record_of_failing_nodes_may_fill_eight_kib_and_no_more() {
+async fn the_first_period_of_the_clock_counts_in_a_time_window() {
     let server = RedisServer::start();
     let config = Config::builder()
-        .consecutive_failures(3)
-        .quorum(2)
+        .failure_rate(0.5)
+        .time_window(Duration::from_secs(5), 5)
+        .min_calls(5)
         .build()
         .unwrap();
-    for (i, length) in [8_192usize, 8_193].into_iter().enumerate() {
-        let store = store(&server, &format!("full-{i}"), &config);
-        store.record(&[failure()], Some(1_000), 0.0).await.unwrap();
-        let key = store.key().to_string();
-        let we = server.command(&["HGET", &key, "we"]).unwrap();
-        let head = format!("{we}:0:0");
-        let record = format!("{head}{}", ",".repeat(length - head.len()));
-        server.command(&["HSET", &key, "quorum", &record]).unwrap();
-        let answer = store.record(&[failure()], Some(2_000), 0.0).await.unwrap();
-        assert_eq!(answer.repaired.is_some(), length > 8_192, "{length}");
-    }
-}
-
-// window.lua `load_quorum`: `a == nil or string.len(a) > 20 or string.len(b) > 15 or
-// string.len(c) > 16`: a node of up to 20 digits, a sequence of up to 15, a time of up to
-// 16; one digit more in any of them is corrupt.
-#[tokio::test]
-async fn the_parts_of_a_record_of_failing_nodes_are_checked_digit_by_digit() {
-    let server = RedisServer::start();
-    let config = Config::builder()
-        .consecutive_failures(3)
-        .quorum(2)
-        .build()
-        .unwrap();
-    let (node, seq, at) = ("1".repeat(20), "1".repeat(15), "1".repeat(16));
-    let cases = [
-        (format!("{node}:{seq}:{at}"), false),
-        (format!("{node}1:1:1"), true),
-        (format!("1:{seq}1:1"), true),
-        (format!("1:1:{at}1"), true),
-        ("1:1".to_string(), true),
-    ];
-    for (i, (part, corrupt)) in cases.into_iter().enumerate() {
-        let store = store(&server, &format!("parts-{i}"), &config);
-        store.record(&[failure()], Some(1_000), 0.0).await.unwrap();
-        let key = store.key().to_string();
-        let we = server.command(&["HGET", &key, "we"]).unwrap();
-        let record = format!("{we}:1:1,{part}");
-        server.command(&["HSET", &key, "quorum", &record]).unwrap();
-        let answer = store.record(&[failure()], Some(2_000), 0.0).await.unwrap();
-        assert_eq!(answer.repaired.is_some(), corrupt, "{part}");
-    }
+    let store = store(&server, "epoch", &config);
+    store.record(&[failure()], Some(500), 0.0).await.unwrap();
+    let ReplyDecision::State(counts) = store.read(Some(600)).await.unwrap().reply.decision else {
+        panic!("a read answers the window")
+    };
+    assert_eq!((counts.calls, counts.failures), (1, 1));
 }
