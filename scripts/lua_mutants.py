@@ -177,15 +177,18 @@ def run_tests(binaries, timeout, cases):
     env = dict(os.environ, BREAKERBOX_LUA_DIR=str(LUA_COPY), BB_DIFF_CASES=str(cases),
                BB_DIFF_SHRINK="0", PROPTEST_MAX_SHRINK_ITERS="0", RUST_BACKTRACE="0")
     start = time.monotonic()
-    for _, exe in binaries:
+    for name, exe in binaries:
         left = timeout - (time.monotonic() - start)
         try:
             p = subprocess.run(["nice", "-n", "19", exe], cwd=CRATE, env=env,
                                capture_output=True, timeout=max(left, 1), text=True)
         except subprocess.TimeoutExpired:
-            return "timeout", time.monotonic() - start, ""
+            return "timeout", time.monotonic() - start, f"{name}: timed out"
         if p.returncode != 0:
-            return "caught", time.monotonic() - start, p.stdout + p.stderr
+            failed = re.findall(r"^test (\S+) \.\.\. FAILED", p.stdout, re.M)
+            # The log's first line says which binary and tests caught it.
+            head = f"{name}: {' '.join(failed) or 'failed'}\n"
+            return "caught", time.monotonic() - start, head + p.stdout + p.stderr
     return "missed", time.monotonic() - start, ""
 
 
@@ -266,13 +269,13 @@ def main():
         lines[m["line"] - 1] = m["text"]
         try:
             target.write_text("\n".join(lines))
-            outcome, secs, _ = run_tests(binaries, timeout, args.cases)
+            outcome, secs, log = run_tests(binaries, timeout, args.cases)
         finally:
             target.write_text(original)
-        done[key(m)] = dict(m, outcome=outcome, seconds=round(secs, 1))
+        done[key(m)] = dict(m, outcome=outcome, seconds=round(secs, 1), by=log.split("\n")[0])
         print(
             f'{outcome.upper():8} [{i}/{len(todo)}] {m["file"]}:{m["line"]}: '
-            f'{m["from"]} -> {m["to"]} in {m["function"]} ({secs:.1f}s)',
+            f'{m["from"]} -> {m["to"]} in {m["function"]} ({secs:.1f}s) {log.split(chr(10))[0]}',
             flush=True,
         )
         # Everything known so far, in the mutants' order (earlier results of mutants
