@@ -208,6 +208,9 @@ def main():
     ap.add_argument("--cases", type=int, default=200, help="the differential test's cases")
     ap.add_argument("--resume", action="store_true",
                     help="keep the mutants results.json caught, run the others")
+    ap.add_argument("--recheck", action="store_true",
+                    help="with --resume, also run again what an older runner caught without "
+                    "saying which test caught it")
     args = ap.parse_args()
 
     paths = (
@@ -256,7 +259,14 @@ def main():
     results_path = WORK / "results.json"
     if args.resume and results_path.is_file():
         earlier = {key(r): r for r in json.loads(results_path.read_text())}
-    todo = [m for m in mutants if earlier.get(key(m), {}).get("outcome") not in ("caught", "timeout")]
+    def settled(m):
+        r = earlier.get(key(m), {})
+        return r.get("outcome") in ("caught", "timeout") and (not args.recheck or "by" in r)
+
+    # Survivors first: after new tests, they are what a run is for.
+    todo = [m for m in mutants if not settled(m) and key(m) not in earlier or
+            not settled(m) and earlier[key(m)].get("outcome") != "caught"]
+    todo += [m for m in mutants if not settled(m) and m not in todo]
     kept = {key(m): earlier[key(m)] for m in mutants if key(m) in earlier and m not in todo}
     print(f"{len(mutants)} mutants, {len(todo)} to run", flush=True)
     done = dict(kept)
