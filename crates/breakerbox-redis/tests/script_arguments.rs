@@ -21,7 +21,16 @@ fn failure() -> OutcomeArg {
 
 fn store(server: &RedisServer, name: &str, config: &Config) -> RedisStore {
     let client = redis::Client::open(server.url()).unwrap();
-    RedisStore::new(client, name, config, &StoreOptions::default())
+    RedisStore::new(
+        client,
+        name,
+        config,
+        &StoreOptions {
+            // Generous: a busy machine must not fail a call (nor kill a mutant).
+            timeout: Duration::from_secs(10),
+            ..StoreOptions::default()
+        },
+    )
 }
 
 /// The config as `parse_config` (common.lua) reads it, for a config with a consecutive-

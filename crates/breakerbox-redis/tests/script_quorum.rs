@@ -18,7 +18,16 @@ use redis_server::RedisServer;
 
 fn store(server: &RedisServer, name: &str, config: &Config) -> RedisStore {
     let client = redis::Client::open(server.url()).unwrap();
-    RedisStore::new(client, name, config, &StoreOptions::default())
+    RedisStore::new(
+        client,
+        name,
+        config,
+        &StoreOptions {
+            // Generous: a busy machine must not fail a call (nor kill a mutant).
+            timeout: Duration::from_secs(10),
+            ..StoreOptions::default()
+        },
+    )
 }
 
 fn failure() -> OutcomeArg {
@@ -126,6 +135,7 @@ async fn a_nodes_failure_leaves_the_quorum_with_its_bucket() {
     let node = |id: u64| {
         let options = StoreOptions {
             node_id: id,
+            timeout: Duration::from_secs(10),
             ..StoreOptions::default()
         };
         RedisStore::new(client.clone(), "buckets", &config, &options)

@@ -126,7 +126,7 @@ async fn a_read_tells_every_stored_value_just_inside_a_check_from_one_just_outsi
     let client = redis::Client::open(server.url()).unwrap();
     let options = StoreOptions {
         ttl: Duration::from_secs(60),
-        timeout: Duration::from_secs(2),
+        timeout: Duration::from_secs(10),
         ..StoreOptions::default()
     };
     let store = RedisStore::new(client.clone(), "values", &config, &options);
@@ -184,7 +184,15 @@ async fn a_leases_field_may_fill_eight_kib_and_no_more() {
     let server = RedisServer::start();
     let config = Config::builder().consecutive_failures(2).build().unwrap();
     let client = redis::Client::open(server.url()).unwrap();
-    let store = RedisStore::new(client.clone(), "leases", &config, &StoreOptions::default());
+    let store = RedisStore::new(
+        client.clone(),
+        "leases",
+        &config,
+        &StoreOptions {
+            timeout: Duration::from_secs(10),
+            ..StoreOptions::default()
+        },
+    );
     let fail = OutcomeArg::new(0, PermitKind::Normal, Verdict::Failure, Duration::ZERO);
     store.record(&[fail], Some(1_000), 0.0).await.unwrap();
     let mut conn = client.get_connection().unwrap();
