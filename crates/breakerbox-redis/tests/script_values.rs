@@ -77,6 +77,8 @@ const CASES: &[(Change, Option<&str>)] = &[
         &[("inflight", Some("2")), ("leases", Some("5:1,,6:2"))],
         None,
     ),
+    // No leases field: none in flight (`raw == false`).
+    (&[("leases", None)], None),
     // Optional fields: absent is fine, garbage is not.
     (
         &[
