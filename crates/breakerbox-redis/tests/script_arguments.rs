@@ -139,6 +139,16 @@ async fn sharded_news_falls_back_to_publish_where_spublish_is_missing() {
         pubsub
             .set_read_timeout(Some(Duration::from_secs(10)))
             .unwrap();
+        // The subscription is in place once a message sent after it arrives (a busy
+        // server may read another connection's command first).
+        server.command(&["PUBLISH", "news", "ready"]).unwrap();
+        while pubsub
+            .get_message()
+            .unwrap()
+            .get_payload::<String>()
+            .unwrap()
+            != "ready"
+        {}
         let reply = eval(&server, ScriptKind::Manual, "bb:{news}", &args);
         assert_eq!(reply[0], "done", "SPUBLISH there: {spublish}");
         server.command(&["PUBLISH", "news", "marker"]).unwrap();

@@ -97,6 +97,18 @@ async fn the_failure_that_warms_the_streak_is_announced_once() {
     pubsub
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
+    // The subscription is in place once a message sent after it arrives (a busy
+    // server may read another connection's command first).
+    server
+        .command(&["PUBLISH", store.channel(), "ready"])
+        .unwrap();
+    while pubsub
+        .get_message()
+        .unwrap()
+        .get_payload::<String>()
+        .unwrap()
+        != "ready"
+    {}
     for n in 1..=5u64 {
         store
             .record(&[failure()], Some(n * 1_000), 0.0)
@@ -262,6 +274,18 @@ async fn without_a_consecutive_failure_rule_one_failure_is_not_warm() {
     pubsub
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
+    // The subscription is in place once a message sent after it arrives (a busy
+    // server may read another connection's command first).
+    server
+        .command(&["PUBLISH", store.channel(), "ready"])
+        .unwrap();
+    while pubsub
+        .get_message()
+        .unwrap()
+        .get_payload::<String>()
+        .unwrap()
+        != "ready"
+    {}
     let mut warm = Vec::new();
     for n in 1..=2u64 {
         store
@@ -432,6 +456,18 @@ async fn the_news_of_a_trip_has_the_time_left_and_no_warm_streak() {
     pubsub
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
+    // The subscription is in place once a message sent after it arrives (a busy
+    // server may read another connection's command first).
+    server
+        .command(&["PUBLISH", store.channel(), "ready"])
+        .unwrap();
+    while pubsub
+        .get_message()
+        .unwrap()
+        .get_payload::<String>()
+        .unwrap()
+        != "ready"
+    {}
     store
         .record(&[failure(), failure()], Some(1_000), 0.0)
         .await
