@@ -2,7 +2,7 @@
 """Mutation testing of the Redis engine's Lua scripts, which cargo-mutants cannot reach.
 
     scripts/lua_mutants.py [--file lua/common.lua ...] [--function NAME ...] [--list]
-                           [--test NAME ...] [--cases N] [--resume]
+                           [--test NAME ...] [--cases N] [--resume [--recheck]]
                            [--threshold PERCENT] [--timeout SECONDS]
 
 Flips one operator at a time in crates/breakerbox-redis/lua/*.lua (a comparison: == ~= <
@@ -24,7 +24,8 @@ mutants without running them. --test names the test binaries (default: scripts,
 script_edges, script_values, script_arguments, script_quorum, differential); --cases the
 differential test's cases (BB_DIFF_CASES, default 200; no shrinking). --resume keeps what
 target/lua-mutants/results.json caught and runs only the other mutants (after adding
-tests).
+tests), survivors first; with --recheck it also runs again the kills that an older runner
+recorded without the binary and tests that caught them (`by`).
 Prints the score and the survivors; exits non-zero below --threshold (default 100).
 Results go to target/lua-mutants/results.json.
 """
