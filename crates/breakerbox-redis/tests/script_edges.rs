@@ -543,3 +543,27 @@ async fn the_first_period_of_the_clock_counts_in_a_time_window() {
     };
     assert_eq!((counts.calls, counts.failures), (1, 1));
 }
+
+// window.lua `window_record`: `old >= 2` (the slow bit of the outcome leaving a full count
+// window): a slow success that slides out takes its slow call with it.
+#[tokio::test]
+async fn a_slow_success_leaving_a_count_window_takes_its_slow_call_along() {
+    let server = RedisServer::start();
+    let config = Config::builder()
+        .slow_call_threshold(Duration::from_millis(5))
+        .slow_call_rate(1.0)
+        .count_window(2)
+        .min_calls(2)
+        .build()
+        .unwrap();
+    let store = store(&server, "slow-out", &config);
+    let slow = outcome(Verdict::Success, Duration::from_millis(10));
+    let fast = outcome(Verdict::Success, Duration::ZERO);
+    store.record(&[slow], Some(1_000), 0.0).await.unwrap();
+    store.record(&[fast], Some(2_000), 0.0).await.unwrap();
+    store.record(&[fast], Some(3_000), 0.0).await.unwrap();
+    let ReplyDecision::State(counts) = store.read(Some(4_000)).await.unwrap().reply.decision else {
+        panic!("a read answers the window")
+    };
+    assert_eq!((counts.calls, counts.slow), (2, 0));
+}
