@@ -794,7 +794,8 @@ fn lua_scripts_and_pure_model_agree_on_generated_sequences() {
             format!("diff-{n}")
         };
         let options = StoreOptions {
-            timeout: Duration::from_secs(5),
+            // Generous: a busy machine must not fail a call (nor kill a mutant).
+            timeout: Duration::from_secs(30),
             probe_lease: lease,
             ..StoreOptions::default()
         };
