@@ -2,18 +2,30 @@
 """Mutation testing of the Redis engine's Lua scripts, which cargo-mutants cannot reach.
 
     scripts/lua_mutants.py [--file lua/common.lua ...] [--function NAME ...] [--list]
+                           [--test NAME ...] [--cases N] [--resume [--recheck]]
                            [--threshold PERCENT] [--timeout SECONDS]
 
 Flips one operator at a time in crates/breakerbox-redis/lua/*.lua (a comparison: == ~= <
 <= > >=, to its negation or its boundary twin; a boolean operator: and <-> or; a `not`
-dropped) and runs the Redis engine's differential property test and script tests against
+dropped) and runs the Redis engine's script tests and differential property test against
 real redis-server processes (the tests start their own). A mutant is caught when a test
-fails. The scripts are compiled into the crate (include_str!), so every mutant is built:
-the mutation happens in a scratch copy of the workspace (target/lua-mutants/tree), never
-in the worktree, and the copy's file is put back after each mutant whatever happens.
+fails.
+
+The test binaries are built once, with breakerbox-redis's feature `lua-mutants`: they read
+the scripts at run time from the directory BREAKERBOX_LUA_DIR names. The runner keeps a
+copy of lua/*.lua in target/lua-mutants/lua, writes one mutant at a time there (never in
+the worktree) and runs the binaries, the fast ones first, stopping at the first failure.
+Before the mutants it checks that the unmutated copy passes and that a copy that cannot
+load fails (so the binaries do read the directory).
 
 --function limits the mutants to the bodies of the named Lua functions (`local function
-NAME`, up to the next top-level `end`); --list prints the mutants without running them.
+NAME`, up to the next top-level `end`; `None` for a script's top level); --list prints the
+mutants without running them. --test names the test binaries (default: scripts,
+script_edges, script_values, script_arguments, script_quorum, differential); --cases the
+differential test's cases (BB_DIFF_CASES, default 200; no shrinking). --resume keeps what
+target/lua-mutants/results.json caught and runs only the other mutants (after adding
+tests), survivors first; with --recheck it also runs again the kills that an older runner
+recorded without the binary and tests that caught them (`by`).
 Prints the score and the survivors; exits non-zero below --threshold (default 100).
 Results go to target/lua-mutants/results.json.
 """
@@ -31,8 +43,10 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 LUA = pathlib.Path("crates/breakerbox-redis/lua")
 WORK = ROOT / "target" / "lua-mutants"
-TREE = WORK / "tree"
-TESTS = ["--test", "differential", "--test", "scripts"]
+LUA_COPY = WORK / "lua"
+CRATE = ROOT / "crates" / "breakerbox-redis"
+TESTS = ["scripts", "script_edges", "script_values", "script_arguments", "script_quorum",
+         "differential"]
 
 # Operator -> replacements. Longest operators first so `<=` is not read as `<`.
 FLIPS = [
@@ -127,41 +141,60 @@ def mutants_of(path):
     return out
 
 
-def scratch_tree():
-    """A copy of the workspace's tracked files, refreshed from the worktree."""
-    files = subprocess.run(
-        ["git", "ls-files", "-z"], cwd=ROOT, check=True, capture_output=True
-    ).stdout.split(b"\0")
-    for f in files:
-        if not f:
+def build(tests):
+    """Builds the test binaries once (feature lua-mutants); returns their paths, in order."""
+    env = dict(os.environ)
+    env.setdefault("CARGO_TARGET_DIR", str(ROOT / "target"))
+    cmd = ["nice", "-n", "19", "cargo", "test", "-p", "breakerbox-redis",
+           "--features", "lua-mutants", "--no-run", "--message-format", "json"]
+    for t in tests:
+        cmd += ["--test", t]
+    p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    if p.returncode != 0:
+        print(p.stderr[-4000:], file=sys.stderr)
+        raise SystemExit("the test binaries do not build")
+    found = {}
+    for line in p.stdout.splitlines():
+        try:
+            msg = json.loads(line)
+        except ValueError:
             continue
-        rel = pathlib.Path(f.decode())
-        src, dst = ROOT / rel, TREE / rel
-        if not src.is_file():
-            continue
-        if dst.is_file() and dst.read_bytes() == src.read_bytes():
-            continue
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src, dst)
+        if msg.get("reason") == "compiler-artifact" and msg.get("executable"):
+            found[msg["target"]["name"]] = msg["executable"]
+    return [(t, found[t]) for t in tests]
 
 
-def run_tests(timeout):
-    env = dict(os.environ, CARGO_TARGET_DIR=str(WORK / "target"))
-    env.setdefault("PROPTEST_MAX_SHRINK_ITERS", "0")
-    cmd = ["nice", "-n", "19", "cargo", "test", "-p", "breakerbox-redis", *TESTS]
+def copy_scripts():
+    """A fresh copy of lua/*.lua, the unmutated scripts the mutants start from."""
+    if LUA_COPY.exists():
+        shutil.rmtree(LUA_COPY)
+    LUA_COPY.mkdir(parents=True)
+    for f in (ROOT / LUA).glob("*.lua"):
+        shutil.copy2(f, LUA_COPY / f.name)
+
+
+def run_tests(binaries, timeout, cases):
+    """Runs the binaries in order until one fails: (outcome, seconds, log)."""
+    env = dict(os.environ, BREAKERBOX_LUA_DIR=str(LUA_COPY), BB_DIFF_CASES=str(cases),
+               BB_DIFF_SHRINK="0", PROPTEST_MAX_SHRINK_ITERS="0", RUST_BACKTRACE="0")
     start = time.monotonic()
-    try:
-        p = subprocess.run(
-            cmd, cwd=TREE, env=env, capture_output=True, timeout=timeout, text=True
-        )
-    except subprocess.TimeoutExpired:
-        return "timeout", time.monotonic() - start, ""
-    log = p.stdout + p.stderr
-    if p.returncode == 0:
-        return "missed", time.monotonic() - start, log
-    if "error[E" in log or "could not compile" in log:
-        return "unviable", time.monotonic() - start, log
-    return "caught", time.monotonic() - start, log
+    for name, exe in binaries:
+        left = timeout - (time.monotonic() - start)
+        try:
+            p = subprocess.run(["nice", "-n", "19", exe], cwd=CRATE, env=env,
+                               capture_output=True, timeout=max(left, 1), text=True)
+        except subprocess.TimeoutExpired:
+            return "timeout", time.monotonic() - start, f"{name}: timed out"
+        if p.returncode != 0:
+            failed = re.findall(r"^test (\S+) \.\.\. FAILED", p.stdout, re.M)
+            # The log's first line says which binary and tests caught it.
+            head = f"{name}: {' '.join(failed) or 'failed'}\n"
+            return "caught", time.monotonic() - start, head + p.stdout + p.stderr
+    return "missed", time.monotonic() - start, ""
+
+
+def key(m):
+    return (m["file"], m["line"], m["original"], m["text"])
 
 
 def main():
@@ -170,7 +203,15 @@ def main():
     ap.add_argument("--function", action="append", help="only inside this Lua function")
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--threshold", type=float, default=100.0)
-    ap.add_argument("--timeout", type=float, default=900.0)
+    ap.add_argument("--timeout", type=float, default=0,
+                    help="seconds a mutant may take (default: 10 times the baseline, at least 60)")
+    ap.add_argument("--test", action="append", help="a test binary of breakerbox-redis")
+    ap.add_argument("--cases", type=int, default=200, help="the differential test's cases")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the mutants results.json caught, run the others")
+    ap.add_argument("--recheck", action="store_true",
+                    help="with --resume, also run again what an older runner caught without "
+                    "saying which test caught it")
     args = ap.parse_args()
 
     paths = (
@@ -188,36 +229,74 @@ def main():
         return 0
 
     WORK.mkdir(parents=True, exist_ok=True)
-    scratch_tree()
-    print(f"== baseline: {' '.join(TESTS)} on the unmutated scripts", flush=True)
-    outcome, secs, log = run_tests(args.timeout)
+    tests = args.test or TESTS
+    print(f"== building {', '.join(tests)} (feature lua-mutants)", flush=True)
+    binaries = build(tests)
+    copy_scripts()
+    print("== baseline: the unmutated scripts", flush=True)
+    outcome, base, log = run_tests(binaries, 3600, args.cases)
     if outcome != "missed":
         lines = log.splitlines()
         at = next((i for i, l in enumerate(lines) if "panicked at" in l), max(0, len(lines) - 60))
         print("\n".join(lines[at : at + 60]))
         print(f"the unmutated tests do not pass ({outcome})", file=sys.stderr)
         return 2
-    print(f"ok in {secs:.0f}s; {len(mutants)} mutants", flush=True)
+    timeout = args.timeout or max(60.0, 10 * base)
+    print(f"ok in {base:.1f}s (timeout {timeout:.0f}s a mutant)", flush=True)
+    # The binaries must run the copy, not compiled-in scripts: a prelude that cannot load
+    # fails every test.
+    common = LUA_COPY / "common.lua"
+    original = common.read_text()
+    try:
+        common.write_text("error('lua_mutants.py: sanity check')\n" + original)
+        outcome, _, _ = run_tests(binaries, timeout, args.cases)
+    finally:
+        common.write_text(original)
+    if outcome != "caught":
+        print(f"the test binaries ignore {LUA_COPY} ({outcome})", file=sys.stderr)
+        return 2
 
-    results = []
-    for i, m in enumerate(mutants, 1):
-        target = TREE / m["file"]
+    results, earlier = [], {}
+    results_path = WORK / "results.json"
+    if args.resume and results_path.is_file():
+        earlier = {key(r): r for r in json.loads(results_path.read_text())}
+    def settled(m):
+        r = earlier.get(key(m), {})
+        return r.get("outcome") in ("caught", "timeout") and (not args.recheck or "by" in r)
+
+    # Survivors first: after new tests, they are what a run is for.
+    todo = [m for m in mutants if not settled(m) and key(m) not in earlier or
+            not settled(m) and earlier[key(m)].get("outcome") != "caught"]
+    todo += [m for m in mutants if not settled(m) and m not in todo]
+    kept = {key(m): earlier[key(m)] for m in mutants if key(m) in earlier and m not in todo}
+    print(f"{len(mutants)} mutants, {len(todo)} to run", flush=True)
+    done = dict(kept)
+    started = time.monotonic()
+    for i, m in enumerate(todo, 1):
+        target = LUA_COPY / pathlib.Path(m["file"]).name
         original = target.read_text()
         lines = original.split("\n")
         assert lines[m["line"] - 1] == m["original"]
         lines[m["line"] - 1] = m["text"]
         try:
             target.write_text("\n".join(lines))
-            outcome, secs, _ = run_tests(args.timeout)
+            outcome, secs, log = run_tests(binaries, timeout, args.cases)
         finally:
             target.write_text(original)
-        results.append(dict(m, outcome=outcome, seconds=round(secs)))
+        done[key(m)] = dict(m, outcome=outcome, seconds=round(secs, 1), by=log.split("\n")[0])
         print(
-            f'{outcome.upper():8} [{i}/{len(mutants)}] {m["file"]}:{m["line"]}: '
-            f'{m["from"]} -> {m["to"]} in {m["function"]} ({secs:.0f}s)',
+            f'{outcome.upper():8} [{i}/{len(todo)}] {m["file"]}:{m["line"]}: '
+            f'{m["from"]} -> {m["to"]} in {m["function"]} ({secs:.1f}s) {log.split(chr(10))[0]}',
             flush=True,
         )
-        (WORK / "results.json").write_text(json.dumps(results, indent=1))
+        # Everything known so far, in the mutants' order (earlier results of mutants
+        # outside this run's selection are kept too).
+        merged = {**earlier, **done}
+        results_path.write_text(json.dumps(list(merged.values()), indent=1))
+    if todo:
+        spent = time.monotonic() - started
+        print(f"{spent / len(todo):.1f} s a mutant ({len(todo)} in {spent:.0f} s)")
+    results = [done[key(m)] for m in mutants]
 
     counts = {k: sum(r["outcome"] == k for r in results) for k in ("caught", "missed", "unviable", "timeout")}
     viable = counts["caught"] + counts["missed"] + counts["timeout"]

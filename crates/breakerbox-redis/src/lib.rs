@@ -59,6 +59,7 @@
 //! | `cluster` | no    | `redis+cluster://` URLs and `RedisTarget::cluster`: a Redis Cluster through redis-rs's cluster-async client |
 //! | `sentinel` | no   | `redis+sentinel://` URLs and `RedisTarget::sentinel`: the primary of a service through Sentinels |
 //! | `metrics` | no    | metrics through the `metrics` facade (`describe_metrics`) |
+//! | `lua-mutants` | no | for `scripts/lua_mutants.py` only: the Lua scripts read at run time from the directory `BREAKERBOX_LUA_DIR` names, when set |
 
 mod batch;
 mod breaker;

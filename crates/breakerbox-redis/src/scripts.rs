@@ -49,13 +49,32 @@ impl ScriptKind {
     ];
 
     /// The full source sent to Redis (prelude plus the operation's file).
+    ///
+    /// With the feature `lua-mutants`, and `BREAKERBOX_LUA_DIR` set, the source is read
+    /// from that directory instead (once per process; see [`ScriptKind::file`]).
     pub fn source(self) -> &'static str {
+        #[cfg(feature = "lua-mutants")]
+        if let Some(source) = from_dir::source(self) {
+            return source;
+        }
         match self {
             ScriptKind::Acquire => script!("acquire.lua"),
             ScriptKind::Record => script!("record.lua"),
             ScriptKind::Release => script!("release.lua"),
             ScriptKind::Manual => script!("manual.lua"),
             ScriptKind::Read => script!("read.lua"),
+        }
+    }
+
+    /// The operation's own file under `lua/` (after the prelude's `common.lua`,
+    /// `window.lua` and `transitions.lua`).
+    pub fn file(self) -> &'static str {
+        match self {
+            ScriptKind::Acquire => "acquire.lua",
+            ScriptKind::Record => "record.lua",
+            ScriptKind::Release => "release.lua",
+            ScriptKind::Manual => "manual.lua",
+            ScriptKind::Read => "read.lua",
         }
     }
 
@@ -72,6 +91,47 @@ impl ScriptKind {
             ScriptKind::Manual => "manual",
             ScriptKind::Read => "read",
         }
+    }
+}
+
+/// The scripts read at run time from the directory `BREAKERBOX_LUA_DIR` names (feature
+/// `lua-mutants`, for `scripts/lua_mutants.py`: its test binaries are built once, and each
+/// mutant only writes the files again and runs them). Read once per process, on first use.
+#[cfg(feature = "lua-mutants")]
+mod from_dir {
+    use std::path::Path;
+    use std::sync::OnceLock;
+
+    use super::ScriptKind;
+
+    /// The files of the prelude, in the order `script!` joins them.
+    const PRELUDE: [&str; 3] = ["common.lua", "window.lua", "transitions.lua"];
+
+    static SOURCES: OnceLock<Option<[String; 5]>> = OnceLock::new();
+
+    /// The script as the directory holds it, or `None` without `BREAKERBOX_LUA_DIR`.
+    pub(super) fn source(kind: ScriptKind) -> Option<&'static str> {
+        let sources = SOURCES.get_or_init(|| {
+            let dir = std::env::var_os("BREAKERBOX_LUA_DIR")?;
+            Some(ScriptKind::ALL.map(|kind| read(Path::new(&dir), kind)))
+        });
+        sources.as_ref().map(|all| all[kind.index()].as_str())
+    }
+
+    /// The prelude and the operation's file joined like `script!` joins them. A file that
+    /// cannot be read gives a script that fails every call, so no test can pass on it.
+    fn read(dir: &Path, kind: ScriptKind) -> String {
+        let mut parts = Vec::with_capacity(PRELUDE.len() + 1);
+        for file in PRELUDE.iter().copied().chain([kind.file()]) {
+            match std::fs::read_to_string(dir.join(file)) {
+                Ok(text) => parts.push(text),
+                Err(e) => {
+                    let why = format!("{}: {e}", dir.join(file).display());
+                    return format!("return redis.error_reply({why:?})");
+                }
+            }
+        }
+        parts.join("\n")
     }
 }
 

@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use breakerbox::model::{Decision, ModelState, Operation, PermitKind, Step, TripReason};
+use breakerbox::model::{
+    Decision, ModelState, Operation, PermitKind, QuorumTrack, Step, TripReason,
+};
 use breakerbox::{CircuitBreaker, Config, ConfigBuilder, Nanos, Phase, Verdict};
 
 const MS: u64 = 1_000_000;
@@ -298,4 +300,44 @@ fn a_success_that_finds_a_rule_firing_without_the_quorum_opens_nothing() {
         m.fail(7, 4).decision,
         local_open(TripReason::FailureRate, 30_000)
     );
+}
+
+#[test]
+fn a_count_window_drops_a_nodes_failure_exactly_when_it_leaves_the_window() {
+    let mut m = Model::new(
+        Config::builder()
+            .failure_rate(0.5)
+            .count_window(4)
+            .min_calls(4)
+            .recovery_timeout(Duration::from_secs(5))
+            .quorum(3),
+    );
+    m.fail(6, 0);
+    m.fail(7, 1);
+    // The window fires from the 4th call on, with failures of two nodes: no quorum.
+    for t in 2..4 {
+        assert_eq!(
+            m.call(8, Verdict::Success, 1, t).decision,
+            Decision::Recorded
+        );
+    }
+    // The 5th call is node 8's failure; node 6's, 4 calls ago, has just left the window:
+    // two nodes of three.
+    assert_eq!(
+        m.fail(8, 4).decision,
+        local_open(TripReason::FailureRate, 5_000)
+    );
+    assert_eq!(m.state.phase, Phase::Closed);
+}
+
+#[test]
+fn a_lowered_quorum_keeps_only_the_most_recent_nodes() {
+    let mut track = QuorumTrack::default();
+    for node in 1..=4 {
+        track.record(node, true, node == 1, Nanos(node), 4);
+    }
+    track.record(5, true, false, Nanos(5), 2);
+    let nodes: Vec<u64> = track.nodes.iter().map(|f| f.node).collect();
+    assert_eq!(nodes, [4, 5]);
+    assert_eq!((track.calls, track.streak_from), (5, 1));
 }

@@ -353,3 +353,34 @@ fn dropping_a_shadow_passthrough_permit_in_half_open_frees_no_probe_slot() {
     assert_eq!(rig.breaker.snapshot().probes_in_flight, 1);
     assert_eq!(rig.breaker.phase(), Phase::HalfOpen);
 }
+
+// ----- the ramp (rule 23) ----------------------------------------------------------------------
+
+#[test]
+fn an_acquire_that_finds_a_ramp_begun_under_it_takes_its_number_in_the_ramp() {
+    let rig = Rig::with(|builder| {
+        builder
+            .required_successes(1)
+            .ramp(0.5, Duration::from_secs(100))
+    });
+    rig.open_and_expire();
+    // Inside this acquire's reading of the clock, another caller's probe closes the
+    // breaker: a ramp begins, admitting half of its acquires (the 0th, not the 1st).
+    rig.between(Reading::Coarse, |breaker, _, _| {
+        breaker.try_acquire().expect("the probe").success();
+    });
+    let permit = rig
+        .breaker
+        .try_acquire()
+        .expect("the ramp's 0th acquire passes");
+    assert!(rig.clock.fired());
+    assert_eq!(permit.kind(), PermitKind::Normal);
+    assert_eq!(rig.breaker.phase(), Phase::Closed);
+    // It took number 0, so the next acquire is the ramp's 1st: rejected.
+    let next = rig.breaker.try_acquire().map(drop);
+    assert_eq!(
+        next.map_err(|open| open.phase()),
+        Err(Phase::Closed),
+        "the acquire decided in the ramp it found"
+    );
+}

@@ -90,7 +90,15 @@ impl RedisServer {
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline {
             if self.ping() {
-                return true;
+                // The port may have been taken meanwhile by another test's server (the
+                // free port was only free when asked): it must be this child answering.
+                let pid = self.child.as_ref().map(Child::id);
+                let info = self.command(&["INFO", "server"]).unwrap_or_default();
+                if pid.is_some_and(|pid| info.contains(&format!("process_id:{pid}\r\n"))) {
+                    return true;
+                }
+                self.kill();
+                return false;
             }
             if let Some(child) = self.child.as_mut() {
                 if let Ok(Some(_)) = child.try_wait() {

@@ -48,7 +48,7 @@ struct Event {
 /// The exact part of the window, under its lock.
 struct Log {
     generation: u64,
-    /// Outcomes filed under the lock (events, and plain successes without a lane).
+    /// Outcomes filed under the lock (events, and plain successes that took it).
     filed: u64,
     events: VecDeque<Event>,
     failures: u64,
@@ -120,19 +120,18 @@ impl CountWindow {
         if log.generation != generation {
             return None;
         }
-        let plain = !failed && !slow;
-        match self.lanes.mine() {
-            Some(lane) if plain => {
-                if lane.read(generation).is_none() {
-                    // The lane held an older phase's successes: they count for nothing now.
-                    lane.rekey(generation, 0, u64::MAX);
-                }
-                lane.add();
+        // Every outcome that takes the lock is counted here, events and plain successes
+        // alike; the thread's lane is only keyed to the phase on the way, so that its next
+        // plain successes take the fast path.
+        log.filed += 1;
+        if let Some(lane) = self.lanes.mine() {
+            if !lane.holds(generation) {
+                // The lane held an older phase's successes: they count for nothing now.
+                lane.rekey(generation, 0, u64::MAX);
             }
-            _ => log.filed += 1,
         }
         let total = self.total(&log, generation);
-        if !plain {
+        if failed || slow {
             log.events.push_back(Event {
                 number: total,
                 failed,
@@ -260,6 +259,23 @@ mod tests {
         w.record(2, false, false);
         w.record(2, false, false);
         assert_eq!(triple(w.counts(2)), (3, 1, 0));
+    }
+
+    #[test]
+    fn a_success_on_a_lane_of_an_older_phase_is_counted_in_the_new_one() {
+        let w = std::sync::Arc::new(CountWindow::new(100, 1, 1));
+        for _ in 0..3 {
+            w.record(1, false, false);
+        }
+        w.reset(2);
+        // Another thread's failure opens the fast path of phase 2, while this thread's
+        // lane is still keyed to phase 1.
+        let other = std::sync::Arc::clone(&w);
+        std::thread::spawn(move || other.record(2, true, false))
+            .join()
+            .expect("writer");
+        w.record(2, false, false);
+        assert_eq!(triple(w.counts(2)), (2, 1, 0));
     }
 
     #[test]

@@ -74,6 +74,12 @@ impl Lane {
         }
     }
 
+    /// Whether the lane is keyed to `generation` (owner only, under the window's lock).
+    #[inline(always)]
+    pub(crate) fn holds(&self, generation: u64) -> bool {
+        self.generation.load(Ordering::Relaxed) == generation
+    }
+
     /// What the lane holds for `generation` (under the window's lock).
     pub(crate) fn read(&self, generation: u64) -> Option<LaneCount> {
         if self.generation.load(Ordering::Acquire) != generation {
@@ -101,16 +107,27 @@ impl Lane {
 #[cfg(not(loom))]
 const CHUNK: usize = 8;
 
+/// The chunks after the first: together they hold a lane for every slot, and no more.
+#[cfg(not(loom))]
+const CHUNKS: usize = SLOTS / CHUNK - 1;
+#[cfg(not(loom))]
+const _: () = assert!(
+    (CHUNKS + 1) * CHUNK == SLOTS,
+    "the chunks cover the slots exactly"
+);
+
 /// The lanes of one window, one per thread slot.
 pub(crate) struct Lanes {
     #[cfg(not(loom))]
     first: [Lane; CHUNK],
     #[cfg(not(loom))]
-    chunks: [std::sync::OnceLock<Box<[Lane; CHUNK]>>; SLOTS / CHUNK - 1],
+    chunks: [std::sync::OnceLock<Box<[Lane; CHUNK]>>; CHUNKS],
+    /// Under loom, one lane per slot (a handful), all of them swept.
     #[cfg(loom)]
     lanes: Box<[Lane]>,
     /// One past the highest slot whose lane exists (beyond the first chunk, which always
     /// does): readers sweep only that far.
+    #[cfg(not(loom))]
     used: AtomicU64,
 }
 
@@ -123,6 +140,7 @@ impl Lanes {
             chunks: std::array::from_fn(|_| std::sync::OnceLock::new()),
             #[cfg(loom)]
             lanes: (0..SLOTS).map(|_| Lane::empty()).collect(),
+            #[cfg(not(loom))]
             used: AtomicU64::new(0),
         }
     }
@@ -145,7 +163,6 @@ impl Lanes {
         }
         #[cfg(loom)]
         {
-            self.used.fetch_max(slot as u64 + 1, Ordering::AcqRel);
             self.lanes.get(slot)
         }
     }
@@ -166,6 +183,7 @@ impl Lanes {
 
     /// Every lane's count for `generation` (under the window's lock).
     pub(crate) fn each(&self, generation: u64, mut visit: impl FnMut(LaneCount)) {
+        #[cfg(not(loom))]
         let used = self.used.load(Ordering::Acquire).min(SLOTS as u64) as usize;
         #[cfg(not(loom))]
         // The first chunk is always swept: it is part of the window.
@@ -177,11 +195,119 @@ impl Lanes {
                 .flat_map(|chunk| chunk.iter()),
         );
         #[cfg(loom)]
-        let lanes = self.lanes.iter().take(used);
+        let lanes = self.lanes.iter();
         for lane in lanes {
             if let Some(count) = lane.read(generation) {
                 visit(count);
             }
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+    use std::sync::{Arc, Barrier};
+
+    /// One thread, by its slot: told when to take its lane, and answering its address.
+    struct Probe {
+        slot: Option<usize>,
+        go: mpsc::Sender<()>,
+        lane: mpsc::Receiver<Option<usize>>,
+    }
+
+    #[test]
+    fn every_slot_has_a_lane_of_its_own_and_readers_sweep_exactly_the_chunks_in_use() {
+        let _exclusive = thread_slot::SLOT_TESTS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let lanes = Arc::new(Lanes::new());
+        // More threads than slots, all alive together: every slot other tests do not
+        // hold is taken by one of them.
+        let threads = SLOTS + 8;
+        let start = Arc::new(Barrier::new(threads + 1));
+        let end = Arc::new(Barrier::new(threads + 1));
+        let (slots_tx, slots_rx) = mpsc::channel();
+        let handles: Vec<_> = (0..threads)
+            .map(|i| {
+                let (lanes, start, end, slots_tx) = (
+                    Arc::clone(&lanes),
+                    Arc::clone(&start),
+                    Arc::clone(&end),
+                    slots_tx.clone(),
+                );
+                let (go_tx, go_rx) = mpsc::channel::<()>();
+                let (lane_tx, lane_rx) = mpsc::channel();
+                let handle = std::thread::spawn(move || {
+                    start.wait();
+                    slots_tx
+                        .send((i, thread_slot::current()))
+                        .expect("main thread");
+                    go_rx.recv().expect("main thread");
+                    let lane = lanes.mine().map(|lane| {
+                        lane.rekey(1, 0, u64::MAX);
+                        lane.add();
+                        std::ptr::from_ref(lane) as usize
+                    });
+                    lane_tx.send(lane).expect("main thread");
+                    end.wait();
+                });
+                (handle, go_tx, lane_rx)
+            })
+            .collect();
+        start.wait();
+        let mut found: Vec<Option<usize>> = vec![None; threads];
+        for _ in 0..threads {
+            let (i, slot) = slots_rx.recv().expect("a thread");
+            found[i] = slot;
+        }
+        let mut probes: Vec<Probe> = Vec::new();
+        let mut joins = Vec::new();
+        for ((handle, go, lane), slot) in handles.into_iter().zip(found) {
+            probes.push(Probe { slot, go, lane });
+            joins.push(handle);
+        }
+        // One at a time, lowest slot first: each thread keys its lane and counts one.
+        probes.sort_by_key(|p| p.slot.unwrap_or(usize::MAX));
+        assert!(
+            probes
+                .iter()
+                .any(|p| p.slot.is_some_and(|s| s >= SLOTS - CHUNK)),
+            "no thread got a slot of the last chunk"
+        );
+        let (mut seen, mut counted, mut used) = (Vec::new(), 0u64, 0usize);
+        for probe in &probes {
+            probe.go.send(()).expect("thread");
+            let lane = probe.lane.recv().expect("thread");
+            assert_eq!(
+                lane.is_some(),
+                probe.slot.is_some(),
+                "slot {:?}",
+                probe.slot
+            );
+            let (Some(lane), Some(slot)) = (lane, probe.slot) else {
+                continue;
+            };
+            assert!(!seen.contains(&lane), "slot {slot} shares a lane");
+            seen.push(lane);
+            counted += 1;
+            if slot >= CHUNK {
+                used = (slot / CHUNK + 1) * CHUNK;
+            }
+            let mut sum = 0;
+            lanes.each(1, |lane| sum += lane.count);
+            assert_eq!(sum, counted, "after slot {slot}");
+            // The sweep ends at the last chunk in use, not after it.
+            assert_eq!(
+                lanes.used.load(Ordering::Relaxed) as usize,
+                used,
+                "slot {slot}"
+            );
+        }
+        end.wait();
+        for handle in joins {
+            handle.join().expect("thread");
         }
     }
 }

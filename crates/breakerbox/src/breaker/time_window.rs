@@ -64,6 +64,11 @@ fn add(into: &mut WindowCounts, c: WindowCounts) {
     into.slow += c.slow;
 }
 
+/// Whether `period` is inside the window of `len` periods ending at period `current`.
+fn within(period: u64, current: u64, len: u64) -> bool {
+    period <= current && current - period < len
+}
+
 fn subtract(from: &mut WindowCounts, c: WindowCounts) {
     from.calls = from.calls.saturating_sub(c.calls);
     from.failures = from.failures.saturating_sub(c.failures);
@@ -86,7 +91,7 @@ impl Buckets {
 
     /// Whether `period` is inside the window ending at the current period.
     fn inside(&self, period: u64) -> bool {
-        period <= self.current && self.current - period < self.len()
+        within(period, self.current, self.len())
     }
 
     /// Moves the window's end to `period` if it is later, retiring the buckets that leave.
@@ -106,7 +111,8 @@ impl Buckets {
         for passing in self.current + 1..=period {
             let index = (passing % len) as usize;
             if let Some(slot) = self.slots.get_mut(index) {
-                if slot.period < passing && self.current - slot.period < len {
+                // A slot's period is at most `current`, so before `passing`.
+                if within(slot.period, self.current, len) {
                     // Inside the window ending at `current`, so in `total`.
                     subtract(&mut self.total, slot.counts);
                 }
@@ -232,9 +238,11 @@ impl TimeWindow {
         let counts = self.sum(&exact, generation);
         if counts.calls >= self.gate {
             // Written once per period: a write on every event would take the line from
-            // the other cores, whose plain successes read it.
-            if period_end > self.ready_until.load(Ordering::Relaxed) {
-                self.ready_until.fetch_max(period_end, Ordering::AcqRel);
+            // the other cores, whose plain successes read it. Every write is made under
+            // the lock (here and in `reset`), in a period never before the last one
+            // written: a plain store of a value that changed.
+            if period_end != self.ready_until.load(Ordering::Relaxed) {
+                self.ready_until.store(period_end, Ordering::Release);
             }
         }
         Some(counts)
@@ -351,6 +359,50 @@ mod tests {
             w.record(0, false, false, Nanos(20)).map(|c| c.calls),
             Some(3)
         );
+    }
+
+    #[test]
+    fn a_success_at_the_first_instant_of_a_period_below_the_gate_is_evaluated() {
+        // One bucket, gate 2: period 0 reaches the gate (the fast path is open until 10).
+        let w = TimeWindow::new(Nanos(10), 1, 2, 0);
+        assert_eq!(
+            w.record(0, false, false, Nanos(0)).map(|c| c.calls),
+            Some(1)
+        );
+        assert_eq!(
+            w.record(0, false, false, Nanos(1)).map(|c| c.calls),
+            Some(2)
+        );
+        assert_eq!(w.record(0, false, false, Nanos(2)), None, "past the gate");
+        // At 10 period 0 has left: this thread's lane is keyed to period 1, below the
+        // gate, so the next success at the same instant is evaluated again, not counted
+        // on the fast path (which is open before 10 only).
+        assert_eq!(
+            w.record(0, false, false, Nanos(10)).map(|c| c.calls),
+            Some(1)
+        );
+        assert_eq!(
+            w.record(0, false, false, Nanos(10)).map(|c| c.calls),
+            Some(2)
+        );
+        assert_eq!(w.record(0, false, false, Nanos(10)), None, "the gate again");
+    }
+
+    #[test]
+    fn a_success_on_a_lane_of_an_older_phase_is_counted_in_the_new_one() {
+        let w = std::sync::Arc::new(TimeWindow::new(Nanos(10), 3, 1, 1));
+        for t in 0..3 {
+            w.record(1, false, false, Nanos(t));
+        }
+        w.reset(2);
+        // Another thread's failure opens the fast path of phase 2 in period 0, while this
+        // thread's lane is still keyed to phase 1 (and period 0).
+        let other = std::sync::Arc::clone(&w);
+        std::thread::spawn(move || other.record(2, true, false, Nanos(4)))
+            .join()
+            .expect("writer");
+        w.record(2, false, false, Nanos(5));
+        assert_eq!(triple(w.counts(2, Nanos(6))), (2, 1, 0));
     }
 
     #[test]

@@ -302,3 +302,45 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn check_predicts_every_acquire_of_a_ramp() {
+    // Rule 23: half of the ramp's acquires pass at its start (the 0th, not the 1st, ...).
+    let (clock, builder) = one_failure_trips();
+    let breaker = builder
+        .required_successes(1)
+        .ramp(0.5, Duration::from_secs(10))
+        .build()
+        .unwrap();
+    breaker.try_acquire().unwrap().failure();
+    clock.advance(Duration::from_secs(10));
+    breaker.try_acquire().unwrap().success();
+    assert_eq!(breaker.phase(), Phase::Closed);
+    let mut held = Vec::new();
+    let answers: Vec<bool> = (0..20)
+        .map(|_| check_and_acquire(&breaker, &mut held).is_ok())
+        .collect();
+    assert_eq!(&answers[..2], [true, false], "{answers:?}");
+    assert!(answers.iter().filter(|&&ok| ok).count() >= 5, "{answers:?}");
+}
+
+#[test]
+fn check_after_a_reset_that_ended_a_ramp_admits_as_acquire_does() {
+    let (clock, builder) = one_failure_trips();
+    let breaker = builder
+        .required_successes(1)
+        .ramp(0.5, Duration::from_secs(10))
+        .build()
+        .unwrap();
+    breaker.try_acquire().unwrap().failure();
+    clock.advance(Duration::from_secs(10));
+    breaker.try_acquire().unwrap().success();
+    // The ramp's 0th acquire passes; its 1st would not.
+    let mut held = Vec::new();
+    assert_eq!(check_and_acquire(&breaker, &mut held), Ok(()));
+    // A reset ends the ramp: a plain closed phase admits everything.
+    breaker.reset();
+    for _ in 0..4 {
+        assert_eq!(check_and_acquire(&breaker, &mut held), Ok(()));
+    }
+}
