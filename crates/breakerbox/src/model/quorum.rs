@@ -52,11 +52,9 @@ impl QuorumTrack {
             seq: self.calls,
             at: now,
         });
-        let keep = quorum.max(1) as usize;
-        if self.nodes.len() > keep {
-            let extra = self.nodes.len() - keep;
-            self.nodes.drain(..extra);
-        }
+        // The youngest `quorum` entries are all a quorum can need.
+        let extra = self.nodes.len().saturating_sub(quorum.max(1) as usize);
+        self.nodes.drain(..extra);
     }
 
     /// Whether the rule that fired (`reason`) has its quorum of `quorum` nodes at `now`:
