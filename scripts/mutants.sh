@@ -57,7 +57,7 @@ case "$suite" in
     files=(
       -f "$src/model.rs" -f "$src/model/policy.rs" -f "$src/model/window.rs"
       -f "$src/model/quorum.rs" -f "$src/model/ramp.rs"
-      -f "$src/breaker/engine.rs" -f "$src/breaker/transitions.rs" -f "$src/breaker/ramp.rs"
+      -f "$src/breaker/engine.rs" -f "$src/breaker/engine/outcomes.rs" -f "$src/breaker/transitions.rs" -f "$src/breaker/ramp.rs"
       -f "$src/breaker/count_window.rs" -f "$src/breaker/time_window.rs"
       -f "$src/breaker/lanes.rs" -f "$src/breaker/streak.rs" -f "$src/permit.rs"
     )
