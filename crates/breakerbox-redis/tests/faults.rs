@@ -478,10 +478,9 @@ async fn a_failover_to_a_replica_behind_gives_back_the_open_phase() {
         .query_async(&mut conn)
         .await
         .unwrap();
-    assert_eq!(
-        server.command(&["HGET", "bb:{behind}", "phase"]).unwrap(),
-        "0"
-    );
+    // (No check that Redis now reads closed: the node's next read, which a node-level
+    // flush or a message may run at any moment, can give the open phase back before a
+    // check here would see it.)
     // The node keeps rejecting, and its next refresh gives the open phase back.
     assert_eq!(b.acquire().await.unwrap_err().phase(), Phase::Open);
     wait_for("the open phase restored in redis", || {
