@@ -191,10 +191,14 @@ impl Stats {
     /// Rule 21: times this node opened its own view of a shared breaker because `reason`
     /// fired without the quorum of nodes (the shared breaker stayed closed).
     pub fn local_opens(&self, reason: TripReason) -> u64 {
-        TRIP_REASONS
-            .iter()
-            .position(|&r| r == reason)
-            .map_or(0, |i| self.local_opens[i].load(Ordering::Relaxed))
+        self.local_open_counter(reason)
+            .map_or(0, |c| c.load(Ordering::Relaxed))
+    }
+
+    /// The counter of local opens for `reason`.
+    fn local_open_counter(&self, reason: TripReason) -> Option<&AtomicU64> {
+        let i = TRIP_REASONS.iter().position(|&r| r == reason)?;
+        self.local_opens.get(i)
     }
 
     /// Requests that got no response, of `kind`, so far.
@@ -266,9 +270,12 @@ impl Recorder {
     }
 
     fn local_opened(&self, breaker: &str, reason: TripReason) {
-        let slot = TRIP_REASONS.iter().position(|&r| r == reason);
-        if let (Some(stats), Some(i)) = (self.stats.get(breaker), slot) {
-            stats.local_opens[i].fetch_add(1, Ordering::Relaxed);
+        if let Some(counter) = self
+            .stats
+            .get(breaker)
+            .and_then(|s| s.local_open_counter(reason))
+        {
+            counter.fetch_add(1, Ordering::Relaxed);
         }
     }
 
