@@ -18,7 +18,9 @@ cd "$(dirname "$0")/.."
 command -v valgrind >/dev/null || { echo "instructions.sh: needs valgrind (apt-get install valgrind)" >&2; exit 1; }
 
 N=100000
-CASES=("consecutive" "count" "time" "deadline" "open" "count 100" "time 100" "count 10" "time 10")
+# "RULE [FAIL_EVERY [call]]": with `call`, through `CircuitBreaker::call` and its judge.
+CASES=("consecutive" "count" "time" "deadline" "open" "count 100" "time 100" "count 10" "time 10"
+  "consecutive 0 call" "count 0 call" "count 100 call" "time 100 call" "count 10 call")
 
 build() { # dir target -> path of the example binary
   (cd "$1" && CARGO_TARGET_DIR="$2" cargo build --release --quiet -p breakerbox --example hot_path_loop) >&2 ||
@@ -34,8 +36,9 @@ per_call() { # binary rule [fail_every]
   awk -v a="$a" -v b="$b" -v n="$N" 'BEGIN { printf "%.1f", (b - a) / n }'
 }
 
-label() { # rule [fail_every]
-  local l="$1"; [ $# -gt 1 ] && l="$l, every ${2}th call fails"
+label() { # rule [fail_every [call]]
+  local l="$1"; [ $# -gt 1 ] && [ "$2" != 0 ] && l="$l, every ${2}th call fails"
+  [ $# -gt 2 ] && l="$l, through call"
   echo "$l"
 }
 

@@ -23,7 +23,7 @@ use crate::judge::{DefaultJudge, Judge};
 use crate::sync::{Arc, Ordering};
 use crate::{
     CallError, CircuitOpen, Clock, Config, MonotonicClock, Nanos, OwnedPermit, Permit, Phase,
-    Snapshot,
+    Snapshot, Verdict,
 };
 use engine::EngineWindow;
 use layout::epoch_tag;
@@ -257,7 +257,12 @@ impl<C: Clock> CircuitBreaker<C> {
     }
 
     /// Judges a protected call's result and records the verdict.
-    #[inline]
+    ///
+    /// Each verdict gets its own call of the (inlined) record path, so that in each arm the
+    /// verdict is a constant and the record path folds as it does for
+    /// [`Permit::success`]: the common success of `call` costs what `try_acquire` and
+    /// `success` cost.
+    #[inline(always)]
     fn end<T, E, J>(
         &self,
         permit: Permit<'_, C>,
@@ -273,7 +278,11 @@ impl<C: Clock> CircuitBreaker<C> {
         } else {
             Nanos::ZERO
         };
-        permit.finish(judge.judge(&result, latency.as_duration()), latency);
+        match judge.judge(&result, latency.as_duration()) {
+            Verdict::Success => permit.finish(Verdict::Success, latency),
+            Verdict::Failure => permit.finish(Verdict::Failure, latency),
+            Verdict::Ignore => permit.finish(Verdict::Ignore, latency),
+        }
         result.map_err(CallError::Inner)
     }
 
