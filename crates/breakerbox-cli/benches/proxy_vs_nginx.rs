@@ -201,6 +201,7 @@ fn start_haproxy(dir: &Path, upstream: SocketAddr) -> (Killed, SocketAddr) {
 struct Run {
     rps: f64,
     p50_ms: f64,
+    p90_ms: f64,
     p99_ms: f64,
     errors: String,
 }
@@ -236,6 +237,7 @@ fn wrk(addr: SocketAddr, duration: &str) -> Run {
     let mut run = Run {
         rps: f64::NAN,
         p50_ms: f64::NAN,
+        p90_ms: f64::NAN,
         p99_ms: f64::NAN,
         errors: String::new(),
     };
@@ -244,6 +246,7 @@ fn wrk(addr: SocketAddr, duration: &str) -> Run {
         match words.as_slice() {
             ["Requests/sec:", v] => run.rps = v.parse().unwrap_or(f64::NAN),
             ["50%", v] => run.p50_ms = parse_latency(v),
+            ["90%", v] => run.p90_ms = parse_latency(v),
             ["99%", v] => run.p99_ms = parse_latency(v),
             _ if line.contains("Non-2xx") || line.contains("Socket errors") => {
                 run.errors.push_str(line.trim());
@@ -319,8 +322,8 @@ fn main() {
         let _ = wrk(addr, "2s"); // warm up pools and caches
     }
     println!(
-        "{:<12} {:>12} {:>10} {:>10}  {:<14} notes",
-        "target", "req/s", "p50 ms", "p99 ms", "load (1/5/15)"
+        "{:<12} {:>12} {:>10} {:>10} {:>10}  {:<14} notes",
+        "target", "req/s", "p50 ms", "p90 ms", "p99 ms", "load (1/5/15)"
     );
     let mut totals = [0.0f64; 5];
     let mut worst_p99 = [0.0f64; 5];
@@ -333,8 +336,8 @@ fn main() {
             worst_p99[i] = worst_p99[i].max(run.p99_ms);
             p99s[i].push(run.p99_ms);
             println!(
-                "{:<12} {:>12.0} {:>10.3} {:>10.3}  {:<14} {}",
-                name, run.rps, run.p50_ms, run.p99_ms, load, run.errors
+                "{:<12} {:>12.0} {:>10.3} {:>10.3} {:>10.3}  {:<14} {}",
+                name, run.rps, run.p50_ms, run.p90_ms, run.p99_ms, load, run.errors
             );
         }
     }
