@@ -23,6 +23,9 @@ use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 
+#[path = "proxy_vs_nginx/usage.rs"]
+mod usage;
+
 const BODY: &[u8] = b"{\"ok\":true,\"payload\":\"hello from the upstream\"}";
 
 fn env_or(name: &str, default: &str) -> String {
@@ -200,6 +203,7 @@ fn start_haproxy(dir: &Path, upstream: SocketAddr) -> (Killed, SocketAddr) {
 
 struct Run {
     rps: f64,
+    requests: f64,
     p50_ms: f64,
     p90_ms: f64,
     p99_ms: f64,
@@ -236,6 +240,7 @@ fn wrk(addr: SocketAddr, duration: &str) -> Run {
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let mut run = Run {
         rps: f64::NAN,
+        requests: f64::NAN,
         p50_ms: f64::NAN,
         p90_ms: f64::NAN,
         p99_ms: f64::NAN,
@@ -245,6 +250,7 @@ fn wrk(addr: SocketAddr, duration: &str) -> Run {
         let words: Vec<&str> = line.split_whitespace().collect();
         match words.as_slice() {
             ["Requests/sec:", v] => run.rps = v.parse().unwrap_or(f64::NAN),
+            [n, "requests", "in", ..] => run.requests = n.parse().unwrap_or(f64::NAN),
             ["50%", v] => run.p50_ms = parse_latency(v),
             ["90%", v] => run.p90_ms = parse_latency(v),
             ["99%", v] => run.p99_ms = parse_latency(v),
@@ -295,12 +301,12 @@ fn main() {
     // it (to compare two versions in one run, under the same load).
     let binary =
         std::env::var("BREAKERBOX_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_breakerbox").into());
-    let (_proxy, proxy_addr) = start_proxy(&dir, upstream, &binary);
+    let (proxy, proxy_addr) = start_proxy(&dir, upstream, &binary);
     let baseline = std::env::var("BREAKERBOX_BASELINE_BIN")
         .ok()
         .map(|bin| start_proxy(&dir, upstream, &bin));
-    let (_nginx, nginx_addr) = start_nginx(&dir, upstream);
-    let (_haproxy, haproxy_addr) = start_haproxy(&dir, upstream);
+    let (nginx, nginx_addr) = start_nginx(&dir, upstream);
+    let (haproxy, haproxy_addr) = start_haproxy(&dir, upstream);
     wait_listening(proxy_addr);
 
     println!(
@@ -309,16 +315,18 @@ fn main() {
         env_or("BENCH_CONNECTIONS", "32"),
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
+    // The process behind each target (none for `direct`: the upstream is this process),
+    // whose CPU time, run-queue wait and context switches per request are shown.
     let mut targets = vec![
-        ("direct", upstream),
-        ("nginx", nginx_addr),
-        ("haproxy", haproxy_addr),
-        ("breakerbox", proxy_addr),
+        ("direct", upstream, None),
+        ("nginx", nginx_addr, Some(nginx.0.id())),
+        ("haproxy", haproxy_addr, Some(haproxy.0.id())),
+        ("breakerbox", proxy_addr, Some(proxy.0.id())),
     ];
-    if let Some((_, addr)) = &baseline {
-        targets.push(("baseline", *addr));
+    if let Some((child, addr)) = &baseline {
+        targets.push(("baseline", *addr, Some(child.0.id())));
     }
-    for &(_, addr) in &targets {
+    for &(_, addr, _) in &targets {
         let _ = wrk(addr, "2s"); // warm up pools and caches
     }
     println!(
@@ -328,10 +336,15 @@ fn main() {
     let mut totals = [0.0f64; 5];
     let mut worst_p99 = [0.0f64; 5];
     let mut p99s: [Vec<f64>; 5] = Default::default();
+    let mut usages: [Vec<usage::PerRequest>; 5] = Default::default();
     for _ in 0..rounds {
-        for (i, &(name, addr)) in targets.iter().enumerate() {
+        for (i, &(name, addr, pid)) in targets.iter().enumerate() {
             let load = loadavg();
+            let before = pid.map(usage::Usage::of_tree);
             let run = wrk(addr, &duration);
+            if let (Some(before), Some(pid)) = (before, pid) {
+                usages[i].push(usage::Usage::of_tree(pid).since(&before).per(run.requests));
+            }
             totals[i] += run.rps;
             worst_p99[i] = worst_p99[i].max(run.p99_ms);
             p99s[i].push(run.p99_ms);
@@ -376,5 +389,18 @@ fn main() {
             "WORSE"
         }
     );
+    println!("\nper request, median over the rounds (the process tree behind each target):");
+    println!(
+        "{:<12} {:>10} {:>14} {:>12} {:>14}",
+        "target", "CPU us", "run-queue us", "voluntary cs", "involuntary cs"
+    );
+    for (i, &(name, _, _)) in targets.iter().enumerate() {
+        if let Some(m) = usage::PerRequest::median(&usages[i]) {
+            println!(
+                "{:<12} {:>10.2} {:>14.2} {:>12.3} {:>14.3}",
+                name, m.cpu_us, m.runqueue_us, m.voluntary, m.involuntary
+            );
+        }
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
