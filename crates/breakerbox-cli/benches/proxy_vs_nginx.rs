@@ -6,6 +6,7 @@
 //! `wrk` on PATH (Debian: `apt-get install -y nginx haproxy wrk`). Environment:
 //! `BENCH_DURATION` (default 10s), `BENCH_CONNECTIONS` (32), `BENCH_THREADS` (2),
 //! `BENCH_ROUNDS` (3), `BREAKERBOX_BIN` (another build of the proxy to measure),
+//! `BENCH_PROXY_EXTRA` (top-level lines added to the proxy's config, e.g. `workers = 4`),
 //! `BREAKERBOX_BASELINE_BIN` (an older build measured beside it, as a `baseline` row).
 
 #![allow(clippy::disallowed_methods, missing_docs)]
@@ -109,8 +110,10 @@ impl Drop for Killed {
 }
 
 fn start_proxy(dir: &Path, upstream: SocketAddr, binary: &str) -> (Killed, SocketAddr) {
+    // BENCH_PROXY_EXTRA: top-level config lines to try (for example `workers = 4`).
+    let extra = env_or("BENCH_PROXY_EXTRA", "");
     let config = format!(
-        "listen = \"127.0.0.1:0\"\n[admin]\nlisten = \"127.0.0.1:0\"\n\
+        "{extra}\nlisten = \"127.0.0.1:0\"\n[admin]\nlisten = \"127.0.0.1:0\"\n\
          [[upstream]]\nname = \"bench\"\nroute = \"/\"\nurl = \"http://{upstream}\"\n\
          [upstream.breaker]\nfailure_rate = 0.5\nwindow = \"count:100\"\nmin_calls = 20\nconsecutive_failures = 50\n\
          [upstream.judge]\nslow_threshold = \"2s\"\n"
