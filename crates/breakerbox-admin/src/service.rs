@@ -155,6 +155,18 @@ impl AdminService {
         }
     }
 
+    /// Checks a state-changing request of the application's own (a route this service
+    /// does not answer, such as a proxy's `POST /reload`) under the rules of the service's
+    /// actions: `Host` names the service, `Origin` (when sent) matches it, and the admin
+    /// token is sent, or without a token the peer is loopback and the content type is JSON
+    /// (see the crate docs). `Err` is the answer to send (401 or 403, with a JSON body).
+    pub fn authorize_action<B>(&self, request: &Request<B>) -> Result<(), Response<AdminBody>> {
+        self.shared
+            .access
+            .check_action(request.headers(), peer(request))
+            .map_err(reply::denied)
+    }
+
     fn dashboard(&self) -> Response<AdminBody> {
         let mut response = reply::text(
             StatusCode::OK,

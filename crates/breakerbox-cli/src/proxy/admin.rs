@@ -1,6 +1,8 @@
 //! The admin listener: `breakerbox-admin`'s service over the proxy's upstreams (status,
 //! metrics, the dashboard, trip, disable and reset, under its rules of access), each
-//! breaker's status entry with its route and the proxy's own counters.
+//! breaker's status entry with its route and the proxy's own counters, always those of
+//! the running config (a reload changes what it lists). `POST /reload` is the proxy's
+//! own route, under the same rules of access as the service's actions.
 
 use std::sync::Arc;
 
@@ -10,14 +12,16 @@ use breakerbox_admin::{AdminService, BreakerSource, Listed};
 use serde_json::{json, Value};
 
 use super::config::AdminConfig;
-use super::forward::{Proxy, Upstream};
+use super::forward::Upstream;
+use super::live::Live;
 use super::metrics;
 
-/// The admin service of `proxy`, with the `[admin]` table's token and host names.
-pub fn service(proxy: Arc<Proxy>, config: &AdminConfig) -> anyhow::Result<AdminService> {
+/// The admin service of the running config, with the `[admin]` table's token and host
+/// names.
+pub fn service(live: Arc<Live>, config: &AdminConfig) -> anyhow::Result<AdminService> {
     let mut builder = AdminService::builder()
-        .source(Upstreams(proxy.clone()))
-        .transitions(proxy.recorder.transitions().clone())
+        .source(Upstreams(live.clone()))
+        .transitions(live.current().recorder.transitions().clone())
         .title("breakerbox proxy");
     if let Some(token) = &config.token {
         builder = builder.token(token.clone());
@@ -25,63 +29,68 @@ pub fn service(proxy: Arc<Proxy>, config: &AdminConfig) -> anyhow::Result<AdminS
     for host in &config.hosts {
         builder = builder.allow_host(host.clone());
     }
-    let metrics_proxy = proxy;
     builder = builder.metrics(move || {
-        let phases: Vec<(&str, breakerbox::Phase)> = metrics_proxy
+        let proxy = live.current();
+        let phases: Vec<(&str, breakerbox::Phase)> = proxy
             .upstreams
             .iter()
             .map(|u| (u.config.name.as_str(), u.breaker.phase()))
             .collect();
-        metrics::render(&metrics_proxy.recorder, &phases)
+        metrics::render(&proxy.recorder, &phases, live.reloads())
     });
     builder
         .build()
         .map_err(|error| anyhow::anyhow!("admin: {error}"))
 }
 
-/// The upstreams' breakers, in file order.
-struct Upstreams(Arc<Proxy>);
+/// The running config's upstreams' breakers, in file order.
+struct Upstreams(Arc<Live>);
 
 impl BreakerSource for Upstreams {
     fn breakers(&self) -> Vec<Listed> {
-        self.0.upstreams.iter().map(|u| self.listed(u)).collect()
+        let proxy = self.0.current();
+        proxy
+            .upstreams
+            .iter()
+            .map(|u| listed(&proxy.recorder, u))
+            .collect()
     }
 
     fn breaker(&self, name: &str) -> Option<Listed> {
-        self.0
+        let proxy = self.0.current();
+        proxy
             .upstreams
             .iter()
             .find(|u| u.config.name == name)
-            .map(|u| self.listed(u))
+            .map(|u| listed(&proxy.recorder, u))
     }
 }
 
-impl Upstreams {
-    /// `upstream`'s breaker, with where it routes and what the proxy counted.
-    fn listed(&self, upstream: &Upstream) -> Listed {
-        let c = &upstream.config;
-        let mut listed = Listed::new(upstream.breaker.clone())
-            .with_detail("upstream", c.url())
-            .with_detail("route", json!(c.route))
-            .with_detail("host", json!(c.host))
-            .with_detail("shared", upstream.shared)
-            .with_detail(
-                "concurrency",
-                match &upstream.limit {
-                    Some(limit) => {
-                        let config = limit.config();
-                        json!({
-                            "in_flight": limit.in_flight(),
-                            "pending": limit.pending(),
-                            "max_in_flight": config.max_in_flight,
-                            "max_pending": config.max_pending,
-                        })
-                    }
-                    None => Value::Null,
-                },
-            );
-        if let Some(stats) = self.0.recorder.stats(&c.name) {
-            listed = listed
+/// `upstream`'s breaker, with where it routes and what the proxy counted.
+fn listed(recorder: &metrics::Recorder, upstream: &Upstream) -> Listed {
+    let c = &upstream.config;
+    let mut listed = Listed::new(upstream.breaker.clone())
+        .with_detail("upstream", c.url())
+        .with_detail("route", json!(c.route))
+        .with_detail("host", json!(c.host))
+        .with_detail("shared", upstream.shared)
+        .with_detail(
+            "concurrency",
+            match &upstream.limit {
+                Some(limit) => {
+                    let config = limit.config();
+                    json!({
+                        "in_flight": limit.in_flight(),
+                        "pending": limit.pending(),
+                        "max_in_flight": config.max_in_flight,
+                        "max_pending": config.max_pending,
+                    })
+                }
+                None => Value::Null,
+            },
+        );
+    if let Some(stats) = recorder.stats(&c.name) {
+        listed = listed
                 .with_detail(
                     "calls",
                     json!({
@@ -104,7 +113,6 @@ impl Upstreams {
                 .with_detail("rejections", stats.rejections())
                 .with_detail("overloaded", stats.overloads())
                 .with_detail("stale_results", stats.stale());
-        }
-        listed
     }
+    listed
 }
