@@ -327,7 +327,7 @@ impl AdminFront {
                 .insert(http::header::ALLOW, http::HeaderValue::from_static("POST"));
             return response;
         }
-        if let Err(denied) = self.service.authorize_action(&request) {
+        if let Some(denied) = self.service.refuse_action(&request) {
             let (parts, body) = denied.into_parts();
             let body = match body.collect().await {
                 Ok(collected) => collected.to_bytes(),

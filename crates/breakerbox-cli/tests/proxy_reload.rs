@@ -48,6 +48,13 @@ fn rewrite_and_reload(dir: &Path, proxy: &ProxyProcess, config: &str) -> Reply {
     reload(proxy)
 }
 
+/// Replaces the config file in one step (a rename), so a reload that a signal starts
+/// at any moment reads the old file or the new one, never half of one.
+fn replace(dir: &Path, config: &str) {
+    write(dir, "proxy.toml.new", config);
+    std::fs::rename(dir.join("proxy.toml.new"), dir.join("proxy.toml")).unwrap();
+}
+
 fn hangup(proxy: &ProxyProcess) {
     let status = Command::new("kill")
         .args(["-HUP", &proxy.pid().to_string()])
@@ -414,7 +421,7 @@ fn under_load_no_request_fails_because_of_a_reload() {
     let addr = proxy.addr;
     let stop = Arc::new(AtomicBool::new(false));
     let served = Arc::new(AtomicUsize::new(0));
-    let clients: Vec<_> = (0..4)
+    let clients: Vec<_> = (0..4usize)
         .map(|i| {
             let (stop, served) = (stop.clone(), served.clone());
             thread::spawn(move || {
@@ -423,10 +430,10 @@ fn under_load_no_request_fails_because_of_a_reload() {
                 let deadline = Instant::now() + Duration::from_secs(30);
                 let mut n = 0usize;
                 while !stop.load(Ordering::SeqCst) && n < 20_000 && Instant::now() < deadline {
-                    let name = if n % 2 == 0 { "a" } else { "b" };
+                    let name = if n.is_multiple_of(2) { "a" } else { "b" };
                     let target = format!("/{name}/{i}/{n}");
                     // Half the clients keep their connections alive across reloads.
-                    let reply = if i % 2 == 0 {
+                    let reply = if i.is_multiple_of(2) {
                         keep.get(&target)
                     } else {
                         harness::try_request(addr, "GET", &target, &[], b"")
@@ -451,9 +458,20 @@ fn under_load_no_request_fails_because_of_a_reload() {
                 >= before + 50),
             "requests stopped being served"
         );
-        write(&dir, "proxy.toml", &files[(round + 1) % 2]);
+        replace(&dir, &files[(round + 1) % 2]);
         if round % 3 == 2 {
             hangup(&proxy);
+            let applied = format!("breakerbox_reloads_total{{result=\"ok\"}} {}", round + 1);
+            assert!(
+                eventually(Duration::from_secs(10), || metric(
+                    &proxy,
+                    "breakerbox_reloads_total{result=\"ok\"}"
+                )
+                .as_deref()
+                    == Some(applied.as_str())),
+                "the SIGHUP reload did not apply: {}",
+                proxy.stderr()
+            );
         } else {
             let reply = reload(&proxy);
             assert_eq!(reply.status, 200, "{reply:?}");

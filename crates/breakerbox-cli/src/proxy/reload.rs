@@ -3,7 +3,7 @@
 //! while the proxy runs; any error refuses the whole reload (the running config stays,
 //! each error names its key). Then every upstream is matched by name: an unchanged one
 //! keeps its breaker (state, window, generation), counters, concurrency places and idle
-//! connections; a changed one keeps what its change allows (see the crate README,
+//! connections; a changed one keeps what its change allows (see the workspace README,
 //! "Reloading the config"); an added one starts; a removed one takes no new request and
 //! finishes those in flight. The new config is published whole ([`Live::publish`]): a
 //! request uses the config it started with, from its first byte to its last.
