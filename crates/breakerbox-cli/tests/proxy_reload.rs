@@ -511,3 +511,44 @@ fn under_load_no_request_fails_because_of_a_reload() {
     );
     assert!(c.count() == 0, "no client asked for c");
 }
+
+#[test]
+fn an_unchanged_upstream_keeps_its_idle_connections_and_a_new_url_gets_new_ones() {
+    let a = Upstream::start();
+    let b = Upstream::start();
+    let moved = Upstream::start();
+    let dir = temp_dir("reload-connections");
+    // One worker: one pool, so every request can find the idle connection.
+    let config = |b_url: &str| {
+        format!(
+            "listen = \"127.0.0.1:0\"\nworkers = 1\n[admin]\nlisten = \"127.0.0.1:0\"\n{}\
+             [[upstream]]\nname = \"b\"\nroute = \"/b/\"\nurl = \"{b_url}\"\n",
+            upstream("a", &a, "")
+        )
+    };
+    let proxy = ProxyProcess::start(&dir, &config(&b.url()));
+    for i in 0..3 {
+        assert_eq!(get(proxy.addr, &format!("/a/{i}")).status, 200);
+        assert_eq!(get(proxy.addr, &format!("/b/{i}")).status, 200);
+    }
+    assert_eq!((a.connections(), b.connections()), (1, 1));
+
+    // b moves to another address: a keeps its connection, b's requests go to the new one.
+    let reply = rewrite_and_reload(&dir, &proxy, &config(&moved.url()));
+    assert_eq!(reply.status, 200, "{reply:?}");
+    let summary = reply.json();
+    assert_eq!(summary["changed"][0]["name"], "b", "{summary}");
+    assert_eq!(summary["changed"][0]["connections"], "new", "{summary}");
+    assert_eq!(summary["changed"][0]["breaker"], "kept", "{summary}");
+    for i in 0..3 {
+        assert_eq!(get(proxy.addr, &format!("/a/{i}")).status, 200);
+        assert_eq!(get(proxy.addr, &format!("/b/{i}")).status, 200);
+    }
+    assert_eq!(
+        a.connections(),
+        1,
+        "the unchanged upstream's idle connection was dropped"
+    );
+    assert_eq!(b.count(), 3, "a request went to the old address");
+    assert_eq!((moved.count(), moved.connections()), (3, 1));
+}
