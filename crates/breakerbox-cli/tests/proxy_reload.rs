@@ -374,10 +374,22 @@ fn an_added_upstream_serves_and_a_removed_one_finishes_its_requests_in_flight() 
     let refused = get(proxy.addr, "/slow/y");
     assert_eq!(refused.status, 404, "a removed upstream took a new request");
     assert_eq!(slow.heads(), 1);
+    assert!(
+        !proxy.stderr().contains("drained slow"),
+        "drained with a request in flight: {}",
+        proxy.stderr()
+    );
 
     let finished = in_flight.join().unwrap();
     assert_eq!(finished.status, 200, "{finished:?}");
     assert_eq!(finished.body, "slow done");
+    assert!(
+        eventually(Duration::from_secs(5), || proxy
+            .stderr()
+            .contains("drained slow (the last request in flight ended)")),
+        "{}",
+        proxy.stderr()
+    );
     let status = proxy.status();
     assert!(status["breakers"].get("slow").is_none(), "{status}");
     assert_eq!(status["breakers"]["b"]["phase"], "closed");

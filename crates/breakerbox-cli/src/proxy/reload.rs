@@ -12,7 +12,7 @@ mod fixed;
 mod plan;
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use serde_json::{json, Value};
 use toml::Table;
@@ -151,6 +151,19 @@ impl Reloader {
                 .publish(Arc::new(Proxy::new(upstreams, recorder, config.limits)));
         running.root = root;
         running.last_conn = last_conn;
+        let removed: Vec<String> = plan.summary["removed"]
+            .as_array()
+            .map(|names| {
+                names
+                    .iter()
+                    .filter_map(|n| n.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if !removed.is_empty() {
+            tokio::spawn(drained(Arc::downgrade(&old), removed));
+        }
+        drop(old);
         let mut summary = plan.summary;
         if let Value::Object(map) = &mut summary {
             map.insert("ok".into(), json!(true));
@@ -160,6 +173,22 @@ impl Reloader {
         }
         Ok(summary)
     }
+}
+
+/// How often a reload looks whether the config it replaced has ended.
+const DRAIN_POLL: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Logs when the requests that started under a replaced config have all ended (its
+/// response bodies relayed, its workers moved on), so its `removed` upstreams are gone:
+/// breakers, counters and connections freed.
+async fn drained(old: Weak<Proxy>, removed: Vec<String>) {
+    while old.strong_count() > 0 {
+        tokio::time::sleep(DRAIN_POLL).await;
+    }
+    eprintln!(
+        "breakerbox proxy: drained {} (the last request in flight ended)",
+        removed.join(", ")
+    );
 }
 
 /// The `[limits]` keys a reload changes (all of them apply to requests that start from
