@@ -230,6 +230,14 @@ fn an_unchanged_upstreams_open_breaker_stays_open_and_a_changed_breaker_setting_
     assert_eq!(rejected.status, 503, "{rejected:?}");
     assert_eq!(rejected.json()["error"], "circuit_open");
     assert_eq!(a.count(), 1, "the open breaker let a call through");
+    // b's new judge rule judges from now on: a 404 fails (it was ignored).
+    b.answer(404, "nope");
+    assert_eq!(get(proxy.addr, "/b/x").status, 404);
+    assert_eq!(
+        proxy.status()["breakers"]["b"]["calls"]["failure"],
+        1,
+        "the new judge rule did not apply"
+    );
 
     // A changed breaker setting (the open duration) builds a new breaker: closed, as the
     // reload's answer says.
@@ -256,6 +264,24 @@ fn an_unchanged_upstreams_open_breaker_stays_open_and_a_changed_breaker_setting_
         2,
         "the upstream's counters go on across a new breaker"
     );
+
+    // An operator's trip survives a new breaker: b, tripped by hand, gets new settings.
+    let trip = admin_post(proxy.admin, "/breakers/b/trip", &[]);
+    assert_eq!(trip.status, 200, "{trip:?}");
+    let fourth = third.replacen(
+        "[upstream.judge]",
+        "[upstream.breaker]\nconsecutive_failures = 9\n[upstream.judge]",
+        1,
+    );
+    let reply = rewrite_and_reload(&dir, &proxy, &fourth);
+    assert_eq!(reply.status, 200, "{reply:?}");
+    let summary = reply.json();
+    assert_eq!(summary["changed"][0]["name"], "b", "{summary}");
+    assert_eq!(summary["changed"][0]["breaker"], "new", "{summary}");
+    assert_eq!(proxy.phase("b"), "forced_open");
+    let before = b.count();
+    assert_eq!(get(proxy.addr, "/b/x").status, 503);
+    assert_eq!(b.count(), before, "the forced open ended with the reload");
 }
 
 #[test]

@@ -82,6 +82,13 @@ pub struct Plan {
 enum InPlace {
     Resize(Limit, ConcurrencyConfig),
     Shadow(DynBreaker, bool),
+    /// An operator's decisions on an in-memory breaker that a new one replaces: a forced
+    /// open (with what is left of it), and the shadow switch unless the file changed it.
+    Operator {
+        from: DynBreaker,
+        to: DynBreaker,
+        shadow: bool,
+    },
 }
 
 /// `config`'s breaker settings with the shadow switch left out (it switches in place).
@@ -135,7 +142,17 @@ pub async fn plan(
         let new_breaker = without_shadow(&was.config.breaker) != without_shadow(&config.breaker);
         let breaker = if new_breaker {
             match breaker(redis, &config, recorder).await {
-                Ok(b) => b,
+                Ok(b) => {
+                    // A shared breaker's overrides and switch are in Redis already.
+                    if !was.shared {
+                        pending.push(InPlace::Operator {
+                            from: was.breaker.clone(),
+                            to: b.clone(),
+                            shadow: was.config.breaker.shadow == config.breaker.shadow,
+                        });
+                    }
+                    b
+                }
                 Err(e) => {
                     errors.push(format!("upstream[{}]: {e:#}", config.index));
                     continue;
@@ -215,6 +232,14 @@ impl Plan {
         for change in self.pending.drain(..) {
             match change {
                 InPlace::Resize(limit, config) => limit.resize(config),
+                InPlace::Operator { from, to, shadow } => {
+                    if let Err(e) = carry(&from, &to, shadow).await {
+                        warnings.push(format!(
+                            "{}: the operator's override could not be carried to the new breaker: {e}",
+                            from.name()
+                        ));
+                    }
+                }
                 InPlace::Shadow(breaker, on) => {
                     let switched = tokio::time::timeout(
                         breakerbox_admin::DEFAULT_TIMEOUT,
@@ -236,4 +261,39 @@ impl Plan {
         }
         warnings
     }
+}
+
+/// Carries what an operator decided on `from` to `to`, its replacement: a forced open
+/// (timed: for what is left of it), and with `shadow` the shadow switch. A disable is
+/// not carried (its end, when timed, is not known here): the new breaker enforces.
+async fn carry(from: &DynBreaker, to: &DynBreaker, shadow: bool) -> Result<(), String> {
+    let bound = breakerbox_admin::DEFAULT_TIMEOUT;
+    let snapshot = match tokio::time::timeout(bound, from.snapshot()).await {
+        Ok(Ok(snapshot)) => snapshot,
+        Ok(Err(e)) => return Err(e.to_string()),
+        Err(_) => return Err(format!("timed out after {bound:?}")),
+    };
+    type Operation = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<(), breakerbox::contract::DynError>> + Send>,
+    >;
+    let forced: Option<Operation> = match (snapshot.phase, snapshot.retry_after) {
+        (breakerbox::Phase::ForcedOpen, Some(left)) => Some(Box::pin(to.force_open_for(left))),
+        (breakerbox::Phase::ForcedOpen, None) => Some(Box::pin(to.force_open())),
+        _ => None,
+    };
+    if let Some(forced) = forced {
+        match tokio::time::timeout(bound, forced).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(e.to_string()),
+            Err(_) => return Err(format!("timed out after {bound:?}")),
+        }
+    }
+    if shadow && snapshot.shadow != to.config().shadow {
+        match tokio::time::timeout(bound, to.set_shadow(snapshot.shadow)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(e.to_string()),
+            Err(_) => return Err(format!("timed out after {bound:?}")),
+        }
+    }
+    Ok(())
 }
