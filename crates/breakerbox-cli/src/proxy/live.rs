@@ -134,3 +134,49 @@ impl Station {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proxy::config::Limits;
+    use crate::proxy::metrics::Recorder;
+
+    fn proxy() -> Arc<Proxy> {
+        Arc::new(Proxy::new(
+            Vec::new(),
+            Arc::new(Recorder::new([])),
+            Limits::default(),
+        ))
+    }
+
+    #[test]
+    fn a_worker_takes_a_published_config_at_once_and_lets_the_old_one_go() {
+        let first = proxy();
+        let old = Arc::downgrade(&first);
+        let live = Arc::new(Live::new(first));
+        let station = Station::new(live.clone());
+        let worker = station.worker();
+        assert!(Arc::ptr_eq(&worker.proxy, &old.upgrade().unwrap()));
+        assert!(
+            Arc::ptr_eq(&worker, &station.worker()),
+            "a new worker without a reload"
+        );
+        drop(worker);
+
+        let second = proxy();
+        assert_eq!(live.publish(second.clone()), 1);
+        assert_eq!(live.generation(), 1);
+        assert!(Arc::ptr_eq(&station.worker().proxy, &second));
+        assert_eq!(old.strong_count(), 0, "the replaced config is still held");
+        assert!(Arc::ptr_eq(&live.current(), &second));
+    }
+
+    #[test]
+    fn reloads_are_counted_by_result() {
+        let live = Live::new(proxy());
+        live.count_reload(true);
+        live.count_reload(false);
+        live.count_reload(false);
+        assert_eq!(live.reloads(), [1, 2]);
+    }
+}
