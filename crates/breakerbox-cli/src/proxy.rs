@@ -31,10 +31,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use breakerbox_admin::{AdminService, PeerAddr};
-use http::{Method, Request, Response, StatusCode};
-use http_body_util::BodyExt as _;
-use hyper::body::Incoming;
+use breakerbox_admin::PeerAddr;
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::watch;
 
@@ -114,10 +111,13 @@ async fn serve(config: ProxyConfig, root: toml::Table, path: PathBuf) -> anyhow:
     let shared_state = running.shared();
     let reloader = Arc::new(Reloader::new(path, live.clone(), running));
     // Built before any worker starts: a refused option stops the start-up cleanly.
-    let admin = Arc::new(AdminFront {
-        service: admin::service(live.clone(), &config.admin)?,
-        reloader: reloader.clone(),
-    });
+    let admin = Arc::new(admin::Front::new(
+        admin::service(live.clone(), &config.admin)?,
+        reloader.clone(),
+    ));
+    // Before the start is announced: SIGHUP's default action ends the process.
+    let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .context("cannot listen for SIGHUP")?;
     let limits = config.limits;
 
     let workers = config
@@ -195,7 +195,7 @@ async fn serve(config: ProxyConfig, root: toml::Table, path: PathBuf) -> anyhow:
     let admin_task = tokio::spawn(server::serve(
         admin_listener,
         admin,
-        |admin: Arc<AdminFront>, mut request, peer| async move {
+        |admin: Arc<admin::Front>, mut request, peer| async move {
             request.extensions_mut().insert(PeerAddr(peer));
             Ok(admin.handle(request).await)
         },
@@ -207,8 +207,6 @@ async fn serve(config: ProxyConfig, root: toml::Table, path: PathBuf) -> anyhow:
         None,
     ));
 
-    let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
-        .context("cannot listen for SIGHUP")?;
     let reloads = tokio::spawn(async move {
         while hangup.recv().await.is_some() {
             // Refusals are logged and counted by the reloader.
@@ -293,69 +291,4 @@ async fn shutdown_signal() -> anyhow::Result<()> {
         _ = term.recv() => {}
     }
     Ok(())
-}
-
-/// The admin listener: the admin service, and the proxy's own `POST /reload`.
-struct AdminFront {
-    service: AdminService,
-    reloader: Arc<Reloader>,
-}
-
-impl AdminFront {
-    async fn handle(&self, request: Request<Incoming>) -> Response<body::ProxyBody> {
-        if request.uri().path() == "/reload" {
-            return self.reload(request).await;
-        }
-        let (parts, body) = self.service.handle(request).await.into_parts();
-        let body = match body.collect().await {
-            Ok(collected) => collected.to_bytes(),
-            Err(never) => match never {},
-        };
-        Response::from_parts(parts, body::ProxyBody::full(body))
-    }
-
-    /// `POST /reload`, under the rules of access of the service's actions: 200 with what
-    /// changed, or 422 with every error (the running config stays).
-    async fn reload(&self, request: Request<Incoming>) -> Response<body::ProxyBody> {
-        if request.method() != Method::POST {
-            let mut response = json(
-                StatusCode::METHOD_NOT_ALLOWED,
-                &serde_json::json!({"error": "method_not_allowed", "allow": "POST"}),
-            );
-            response
-                .headers_mut()
-                .insert(http::header::ALLOW, http::HeaderValue::from_static("POST"));
-            return response;
-        }
-        if let Some(denied) = self.service.refuse_action(&request) {
-            let (parts, body) = denied.into_parts();
-            let body = match body.collect().await {
-                Ok(collected) => collected.to_bytes(),
-                Err(never) => match never {},
-            };
-            return Response::from_parts(parts, body::ProxyBody::full(body));
-        }
-        match self.reloader.reload("POST /reload").await {
-            Ok(summary) => json(StatusCode::OK, &summary),
-            Err(errors) => json(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                &serde_json::json!({
-                    "ok": false,
-                    "error": "reload_refused",
-                    "detail": "the running config stays",
-                    "errors": errors,
-                }),
-            ),
-        }
-    }
-}
-
-fn json(status: StatusCode, value: &serde_json::Value) -> Response<body::ProxyBody> {
-    let mut response = Response::new(body::ProxyBody::full(bytes::Bytes::from(value.to_string())));
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static("application/json"),
-    );
-    response
 }

@@ -9,7 +9,13 @@ use std::sync::Arc;
 use breakerbox::contract::Breaker;
 use breakerbox::Verdict;
 use breakerbox_admin::{AdminService, BreakerSource, Listed};
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::BodyExt as _;
+use hyper::body::Incoming;
 use serde_json::{json, Value};
+
+use super::body::ProxyBody;
+use super::reload::Reloader;
 
 use super::config::AdminConfig;
 use super::forward::Upstream;
@@ -115,4 +121,75 @@ fn listed(recorder: &metrics::Recorder, upstream: &Upstream) -> Listed {
                 .with_detail("stale_results", stats.stale());
     }
     listed
+}
+
+/// The admin listener: the admin service, and the proxy's own `POST /reload`.
+pub struct Front {
+    service: AdminService,
+    reloader: Arc<Reloader>,
+}
+
+impl Front {
+    /// The admin listener's handler over `service`, reloading with `reloader`.
+    pub fn new(service: AdminService, reloader: Arc<Reloader>) -> Front {
+        Front { service, reloader }
+    }
+
+    /// Answers one admin request.
+    pub async fn handle(&self, request: Request<Incoming>) -> Response<ProxyBody> {
+        if request.uri().path() == "/reload" {
+            return self.reload(request).await;
+        }
+        let (parts, body) = self.service.handle(request).await.into_parts();
+        let body = match body.collect().await {
+            Ok(collected) => collected.to_bytes(),
+            Err(never) => match never {},
+        };
+        Response::from_parts(parts, ProxyBody::full(body))
+    }
+
+    /// `POST /reload`, under the rules of access of the service's actions: 200 with what
+    /// changed, or 422 with every error (the running config stays).
+    async fn reload(&self, request: Request<Incoming>) -> Response<ProxyBody> {
+        if request.method() != Method::POST {
+            let mut response = json(
+                StatusCode::METHOD_NOT_ALLOWED,
+                &serde_json::json!({"error": "method_not_allowed", "allow": "POST"}),
+            );
+            response
+                .headers_mut()
+                .insert(http::header::ALLOW, http::HeaderValue::from_static("POST"));
+            return response;
+        }
+        if let Some(denied) = self.service.refuse_action(&request) {
+            let (parts, body) = denied.into_parts();
+            let body = match body.collect().await {
+                Ok(collected) => collected.to_bytes(),
+                Err(never) => match never {},
+            };
+            return Response::from_parts(parts, ProxyBody::full(body));
+        }
+        match self.reloader.reload("POST /reload").await {
+            Ok(summary) => json(StatusCode::OK, &summary),
+            Err(errors) => json(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                &serde_json::json!({
+                    "ok": false,
+                    "error": "reload_refused",
+                    "detail": "the running config stays",
+                    "errors": errors,
+                }),
+            ),
+        }
+    }
+}
+
+fn json(status: StatusCode, value: &serde_json::Value) -> Response<ProxyBody> {
+    let mut response = Response::new(ProxyBody::full(bytes::Bytes::from(value.to_string())));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    response
 }
