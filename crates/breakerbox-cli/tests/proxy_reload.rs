@@ -13,6 +13,9 @@ mod harness;
 
 #[path = "../../breakerbox-admin/tests/support/hostile_posts.rs"]
 mod hostile_posts;
+// The Redis engine's own harness: spawns redis-server on a free loopback port.
+#[path = "../../breakerbox-redis/tests/support/redis_server.rs"]
+mod redis_server;
 
 use std::path::Path;
 use std::process::Command;
@@ -589,4 +592,52 @@ fn an_unchanged_upstream_keeps_its_idle_connections_and_a_new_url_gets_new_ones(
     );
     assert_eq!(b.count(), 3, "a request went to the old address");
     assert_eq!((moved.count(), moved.connections()), (3, 1));
+}
+
+#[test]
+fn a_shared_breaker_rebuilt_by_a_reload_takes_its_state_up_from_redis() {
+    let redis = redis_server::RedisServer::start();
+    let a = Upstream::start();
+    a.answer(500, "down");
+    let dir = temp_dir("reload-shared");
+    let config = |recovery: &str| {
+        format!(
+            "listen = \"127.0.0.1:0\"\nredis = \"{}\"\nredis_prefix = \"reloadtest:\"\n\
+             [admin]\nlisten = \"127.0.0.1:0\"\n\
+             [[upstream]]\nname = \"a\"\nroute = \"/a/\"\nurl = \"{}\"\n\
+             [upstream.breaker]\nconsecutive_failures = 2\nrecovery_timeout = \"{recovery}\"\n",
+            redis.url(),
+            a.url()
+        )
+    };
+    let proxy = ProxyProcess::start(&dir, &config("30s"));
+    for _ in 0..2 {
+        assert_eq!(get(proxy.addr, "/a/x").status, 500);
+    }
+    assert!(
+        eventually(Duration::from_secs(3), || get(proxy.addr, "/a/x").status
+            == 503),
+        "the shared breaker did not open"
+    );
+    let generation = proxy.status()["breakers"]["a"]["generation"].clone();
+
+    let reply = rewrite_and_reload(&dir, &proxy, &config("30s"));
+    assert_eq!(reply.status, 200, "{reply:?}");
+    assert_eq!(names(&reply.json(), "kept"), ["a"]);
+    assert_eq!(proxy.phase("a"), "open");
+
+    let reply = rewrite_and_reload(&dir, &proxy, &config("40s"));
+    assert_eq!(reply.status, 200, "{reply:?}");
+    assert_eq!(reply.json()["changed"][0]["breaker"], "new", "{reply:?}");
+    let entry = proxy.status()["breakers"]["a"].clone();
+    assert_eq!(entry["phase"], "open", "{entry}");
+    assert_eq!(entry["generation"], generation, "{entry}");
+    assert_eq!(entry["shared"], true, "{entry}");
+    let seen = a.count();
+    assert!(
+        eventually(Duration::from_secs(3), || get(proxy.addr, "/a/x").status
+            == 503),
+        "the new shared breaker does not reject"
+    );
+    assert!(a.count() <= seen + 1, "the new breaker let calls through");
 }
