@@ -155,6 +155,20 @@ impl AdminService {
         }
     }
 
+    /// Checks a state-changing request of the application's own (a route this service
+    /// does not answer, such as a proxy's `POST /reload`) under the rules of the service's
+    /// actions: `Host` names the service, `Origin` (when sent) matches it, and the admin
+    /// token is sent, or without a token the peer is loopback and the content type is JSON
+    /// (see the crate docs). `Some` is the refusal to send (401 or 403, with a JSON body);
+    /// `None`, the request may go on.
+    pub fn refuse_action<B>(&self, request: &Request<B>) -> Option<Response<AdminBody>> {
+        self.shared
+            .access
+            .check_action(request.headers(), peer(request))
+            .err()
+            .map(reply::denied)
+    }
+
     fn dashboard(&self) -> Response<AdminBody> {
         let mut response = reply::text(
             StatusCode::OK,

@@ -1,6 +1,7 @@
 //! `breakerbox proxy`: a reverse proxy with a circuit breaker per upstream, an admin
-//! listener (status, metrics, dashboard, trip and reset), size limits and graceful
-//! shutdown. `--check` validates a config file.
+//! listener (status, metrics, dashboard, trip and reset), size limits, graceful
+//! shutdown and reloads without losing state (SIGHUP, `POST /reload`). `--check`
+//! validates a config file.
 
 mod admin;
 mod balance;
@@ -13,9 +14,11 @@ mod exchange;
 mod exposition;
 mod forward;
 mod guard;
+mod live;
 mod metrics;
 mod pool;
 mod probe_watch;
+mod reload;
 mod reply;
 mod server;
 mod target;
@@ -28,8 +31,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use breakerbox_admin::{AdminService, PeerAddr};
-use http_body_util::BodyExt as _;
+use breakerbox_admin::PeerAddr;
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::watch;
 
@@ -44,8 +46,10 @@ const SHUTDOWN_CUT: u8 = 3;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use forward::{Proxy, Upstream, Worker};
+use forward::Proxy;
+use live::{Live, Station};
 use metrics::Recorder;
+use reload::Reloader;
 
 /// Arguments of `breakerbox proxy`.
 #[derive(clap::Args, Debug)]
@@ -62,14 +66,14 @@ pub struct ProxyArgs {
 /// Runs `breakerbox proxy`.
 pub fn run(args: ProxyArgs) -> anyhow::Result<()> {
     if let Some(path) = args.check {
-        let config = load(&path)?;
+        let (config, _) = load(&path)?;
         println!("ok: {} upstreams", config.upstreams.len());
         return Ok(());
     }
     let Some(path) = args.config else {
         anyhow::bail!("give --config FILE or --check FILE");
     };
-    let config = load(&path)?;
+    let (config, root) = load(&path)?;
     // The main thread runs the admin listener, signals and Redis background work; each
     // worker thread runs its own single-threaded runtime with its own accept socket
     // (SO_REUSEPORT) and its own upstream client, so a request never hops threads.
@@ -77,15 +81,14 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("cannot start the runtime")?;
-    runtime.block_on(serve(config))
+    runtime.block_on(serve(config, root, path))
 }
 
-/// Reads and validates a config file; prints every error to stderr.
-fn load(path: &Path) -> anyhow::Result<ProxyConfig> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    match config::parse(&text) {
-        Ok(config) => Ok(config),
+/// Reads and validates a config file (what a reload does too); prints every error to
+/// stderr.
+fn load(path: &Path) -> anyhow::Result<(ProxyConfig, toml::Table)> {
+    match reload::read(path) {
+        Ok(read) => Ok(read),
         Err(errors) => {
             for e in &errors {
                 eprintln!("error: {e}");
@@ -95,29 +98,26 @@ fn load(path: &Path) -> anyhow::Result<ProxyConfig> {
     }
 }
 
-async fn serve(config: ProxyConfig) -> anyhow::Result<()> {
+async fn serve(config: ProxyConfig, root: toml::Table, path: PathBuf) -> anyhow::Result<()> {
     let recorder = Arc::new(Recorder::new(
         config.upstreams.iter().map(|u| u.name.as_str()),
     ));
-    let mut upstreams = Vec::with_capacity(config.upstreams.len());
-    for u in config.upstreams {
-        let shared = config.redis.is_some();
-        let breaker = match &config.redis {
-            Some(redis) => guard::shared(redis, &u.name, u.breaker.clone(), recorder.clone()).await,
-            None => guard::local(&u.name, u.breaker.clone(), recorder.clone()),
-        }
-        .with_context(|| format!("breaker {}", u.name))?;
-        let limit = u.concurrency.map(concurrency::Limit::new);
-        upstreams.push(Upstream {
-            limit,
-            config: u,
-            breaker,
-            shared,
-        });
-    }
-    let proxy = Arc::new(Proxy::new(upstreams, recorder, config.limits));
+    let (upstreams, running, config) = reload::start(config, root, &recorder).await?;
+    let live = Arc::new(Live::new(Arc::new(Proxy::new(
+        upstreams,
+        recorder,
+        config.limits,
+    ))));
+    let shared_state = running.shared();
+    let reloader = Arc::new(Reloader::new(path, live.clone(), running));
     // Built before any worker starts: a refused option stops the start-up cleanly.
-    let admin = Arc::new(admin::service(proxy.clone(), &config.admin)?);
+    let admin = Arc::new(admin::Front::new(
+        admin::service(live.clone(), &config.admin)?,
+        reloader.clone(),
+    ));
+    // Before the start is announced: SIGHUP's default action ends the process.
+    let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .context("cannot listen for SIGHUP")?;
     let limits = config.limits;
 
     let workers = config
@@ -146,7 +146,7 @@ async fn serve(config: ProxyConfig) -> anyhow::Result<()> {
     let mut threads = Vec::with_capacity(workers);
     let balances = balance::Balance::workers(sockets.len());
     for (i, (socket, balance)) in sockets.into_iter().zip(balances).enumerate() {
-        let proxy = proxy.clone();
+        let live = live.clone();
         let stop = stop_rx.clone();
         let connection_limit = connection_limit.clone();
         let tls = config.tls.clone();
@@ -158,11 +158,12 @@ async fn serve(config: ProxyConfig) -> anyhow::Result<()> {
                     .build()?;
                 runtime.block_on(async move {
                     let listener = TcpListener::from_std(socket)?;
-                    let worker = Arc::new(Worker::new(proxy));
+                    let station = Arc::new(Station::new(live));
+                    tokio::spawn(station.clone().follow());
                     Ok(server::serve(
                         listener,
-                        worker,
-                        |w: Arc<Worker>, request, peer| w.handle(request, peer),
+                        station,
+                        |s: Arc<Station>, request, peer| s.worker().handle(request, peer),
                         limits.max_header_bytes,
                         stop,
                         limits.shutdown_grace,
@@ -180,10 +181,10 @@ async fn serve(config: ProxyConfig) -> anyhow::Result<()> {
         "breakerbox proxy: listening on {}, admin on {}, {} upstream(s), {} worker(s), at most {} connections{}{}",
         local,
         admin_listener.local_addr()?,
-        proxy.upstreams.len(),
+        live.current().upstreams.len(),
         workers,
         max_connections,
-        if config.redis.is_some() {
+        if shared_state {
             ", state in redis"
         } else {
             ""
@@ -194,17 +195,9 @@ async fn serve(config: ProxyConfig) -> anyhow::Result<()> {
     let admin_task = tokio::spawn(server::serve(
         admin_listener,
         admin,
-        |admin: Arc<AdminService>, mut request, peer| async move {
+        |admin: Arc<admin::Front>, mut request, peer| async move {
             request.extensions_mut().insert(PeerAddr(peer));
-            let (parts, body) = admin.handle(request).await.into_parts();
-            let body = match body.collect().await {
-                Ok(collected) => collected.to_bytes(),
-                Err(never) => match never {},
-            };
-            Ok(http::Response::from_parts(
-                parts,
-                body::ProxyBody::full(body),
-            ))
+            Ok(admin.handle(request).await)
         },
         16 * 1024,
         stop_rx,
@@ -214,7 +207,15 @@ async fn serve(config: ProxyConfig) -> anyhow::Result<()> {
         None,
     ));
 
+    let reloads = tokio::spawn(async move {
+        while hangup.recv().await.is_some() {
+            // Refusals are logged and counted by the reloader.
+            let _ = reloader.reload("SIGHUP").await;
+        }
+    });
+
     shutdown_signal().await?;
+    reloads.abort();
     eprintln!(
         "breakerbox proxy: shutting down (grace {:?})",
         limits.shutdown_grace

@@ -28,9 +28,17 @@ impl Exposition {
 
     /// The text exposition of every breaker `(name, phase as seen here)`: the counters are
     /// brought up to the recorder's values, then the exporter writes them.
-    pub fn render(&self, recorder: &Recorder, breakers: &[(&str, Phase)]) -> String {
+    pub fn render(
+        &self,
+        recorder: &Recorder,
+        breakers: &[(&str, Phase)],
+        reloads: [u64; 2],
+    ) -> String {
         metrics::with_local_recorder(&self.recorder, || {
             describe();
+            for (result, n) in ["ok", "error"].into_iter().zip(reloads) {
+                counter!("breakerbox_reloads_total", "result" => result).absolute(n);
+            }
             for (name, phase) in breakers {
                 let breaker = name.to_string();
                 for p in Phase::ALL {
@@ -105,6 +113,11 @@ impl Exposition {
 }
 
 fn describe() {
+    describe_counter!(
+        "breakerbox_reloads_total",
+        "Config reloads (SIGHUP or POST /reload): ok (applied) or error (refused; the \
+         running config stayed)."
+    );
     describe_gauge!(
         "breakerbox_state",
         "1 for the phase each breaker is in, 0 for the others."

@@ -34,8 +34,12 @@ pub struct Upstream {
     pub breaker: DynBreaker,
     /// Whether the breaker's state is shared through Redis.
     pub shared: bool,
-    /// Its concurrency limits, when configured.
+    /// Its concurrency limits, when configured (shared with the configs before and
+    /// after a reload that keeps them).
     pub limit: Option<Limit>,
+    /// The identity of its connections: the same while its address and TLS settings are
+    /// (a reload keeps the idle connections of an identity it keeps).
+    pub conn: u64,
 }
 
 /// The proxy: upstreams, limits and counters, shared by every worker thread.
@@ -58,12 +62,14 @@ pub struct Worker {
 impl Worker {
     /// A worker over `proxy`, with an empty pool.
     pub fn new(proxy: Arc<Proxy>) -> Worker {
-        let tls = proxy
-            .upstreams
-            .iter()
-            .map(|u| u.config.tls.clone())
-            .collect();
-        let pool = Arc::new(Pool::new(tls));
+        let pool = Arc::new(Pool::new(proxy.destinations()));
+        Worker { proxy, pool }
+    }
+
+    /// This thread's worker over the next config (a reload), keeping the idle
+    /// connections of the upstreams whose connection identity it keeps.
+    pub fn renew(&self, proxy: Arc<Proxy>) -> Worker {
+        let pool = Arc::new(self.pool.renew(proxy.destinations()));
         Worker { proxy, pool }
     }
 
@@ -373,6 +379,19 @@ impl Proxy {
             recorder,
             limits,
         }
+    }
+
+    /// Each upstream's connection identity and TLS settings, for a worker's pool.
+    fn destinations(&self) -> Vec<super::pool::Destination> {
+        self.upstreams
+            .iter()
+            .map(|u| (u.conn, u.config.tls.clone()))
+            .collect()
+    }
+
+    /// The request limits.
+    pub fn limits(&self) -> Limits {
+        self.limits
     }
 
     /// The upstream for a request: its `Host` and path against each upstream's `host` and

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use breakerbox::model::Transition;
 use breakerbox::model::TripReason;
@@ -227,9 +227,10 @@ impl Stats {
 }
 
 /// Receives every breaker's events and keeps the counters, and the recent transitions
-/// (for the admin service's status and dashboard).
+/// (for the admin service's status and dashboard). One per config: a reload makes the
+/// next one with [`Recorder::next`], which shares the counters of the names it keeps.
 pub struct Recorder {
-    stats: BTreeMap<String, Stats>,
+    stats: BTreeMap<String, Arc<Stats>>,
     transitions: TransitionLog,
     exposition: Exposition,
 }
@@ -240,16 +241,37 @@ impl Recorder {
         Recorder {
             stats: names
                 .into_iter()
-                .map(|n| (n.to_string(), Stats::default()))
+                .map(|n| (n.to_string(), Arc::default()))
                 .collect(),
             transitions: TransitionLog::new(),
             exposition: Exposition::new(),
         }
     }
 
+    /// The recorder of the next config (a reload), for these breaker names: a name this
+    /// one knows keeps its counters (shared: the breakers that report here and those that
+    /// report there count in one place), a new name starts at zero, and the transition
+    /// log is the same. Its exposition is new, so `/metrics` shows only these names.
+    pub fn next<'a>(&self, names: impl IntoIterator<Item = &'a str>) -> Recorder {
+        Recorder {
+            stats: names
+                .into_iter()
+                .map(|n| {
+                    (
+                        n.to_string(),
+                        self.stats.get(n).cloned().unwrap_or_default(),
+                    )
+                })
+                .collect(),
+            transitions: self.transitions.clone(),
+            exposition: Exposition::new(),
+        }
+    }
+
     /// The counters of `name`.
+    #[inline]
     pub fn stats(&self, name: &str) -> Option<&Stats> {
-        self.stats.get(name)
+        self.stats.get(name).map(|s| &**s)
     }
 
     /// The recent transitions of every upstream's breaker.
@@ -302,8 +324,9 @@ impl Listener for Recorder {
     }
 }
 
-/// The Prometheus text exposition of every breaker: `(name, phase as seen here)`,
-/// written by the recorder's exporter (see [`super::exposition`]).
-pub fn render(recorder: &Recorder, breakers: &[(&str, Phase)]) -> String {
-    recorder.exposition.render(recorder, breakers)
+/// The Prometheus text exposition of every breaker: `(name, phase as seen here)`, and
+/// the reloads so far (`ok`, `error`), written by the recorder's exporter (see
+/// [`super::exposition`]).
+pub fn render(recorder: &Recorder, breakers: &[(&str, Phase)], reloads: [u64; 2]) -> String {
+    recorder.exposition.render(recorder, breakers, reloads)
 }

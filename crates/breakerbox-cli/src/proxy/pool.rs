@@ -68,9 +68,20 @@ fn copy_head(request: &Request<ProxyBody>) -> Request<ProxyBody> {
 /// The idle connections of one worker, per upstream (by index), and how to open new
 /// ones (plain TCP, or TLS for an `https://` upstream).
 pub struct Pool {
-    idle: Vec<Mutex<Vec<SendRequest<ProxyBody>>>>,
+    idle: Vec<Arc<Idle>>,
     tls: Vec<Option<Arc<UpstreamTls>>>,
 }
+
+/// One upstream's idle connections on one worker, under the identity of where they go
+/// ([`Pool::renew`] hands them to the next config when that identity is kept).
+struct Idle {
+    id: u64,
+    senders: Mutex<Vec<SendRequest<ProxyBody>>>,
+}
+
+/// One upstream as a pool sees it: the identity of its connections (the same identity,
+/// the same place and TLS settings) and its TLS settings.
+pub type Destination = (u64, Option<Arc<UpstreamTls>>);
 
 /// A connection lent to one exchange; give it back with [`Pool::put`].
 pub struct Lent {
@@ -87,23 +98,43 @@ impl Lent {
 }
 
 impl Pool {
-    /// A pool for upstreams that speak TLS as `tls` says (one entry per upstream).
-    pub fn new(tls: Vec<Option<Arc<UpstreamTls>>>) -> Pool {
-        Pool {
-            idle: tls.iter().map(|_| Mutex::new(Vec::new())).collect(),
-            tls,
-        }
+    /// A pool for these upstreams (one entry per upstream, by index).
+    pub fn new(destinations: Vec<Destination>) -> Pool {
+        Pool::renew_from(&[], destinations)
+    }
+
+    /// The pool of the next config (a reload): an upstream whose identity this pool
+    /// knows gets its idle connections (the very same list, so a connection lent under
+    /// the old config comes back to it), the others start empty. Connections of an
+    /// identity the next config lacks close when this pool and its loans are gone.
+    pub fn renew(&self, destinations: Vec<Destination>) -> Pool {
+        Pool::renew_from(&self.idle, destinations)
+    }
+
+    fn renew_from(old: &[Arc<Idle>], destinations: Vec<Destination>) -> Pool {
+        let (ids, tls): (Vec<u64>, Vec<_>) = destinations.into_iter().unzip();
+        let idle = ids
+            .into_iter()
+            .map(|id| match old.iter().find(|i| i.id == id) {
+                Some(kept) => kept.clone(),
+                None => Arc::new(Idle {
+                    id,
+                    senders: Mutex::new(Vec::new()),
+                }),
+            })
+            .collect();
+        Pool { idle, tls }
     }
 
     fn take(&self, slot: usize) -> Option<SendRequest<ProxyBody>> {
-        self.idle.get(slot)?.lock().ok()?.pop()
+        self.idle.get(slot)?.senders.lock().ok()?.pop()
     }
 
     fn put(&self, slot: usize, sender: SendRequest<ProxyBody>) {
         if sender.is_closed() {
             return;
         }
-        if let Some(Ok(mut idle)) = self.idle.get(slot).map(|m| m.lock()) {
+        if let Some(Ok(mut idle)) = self.idle.get(slot).map(|i| i.senders.lock()) {
             if idle.len() < MAX_IDLE {
                 idle.push(sender);
             }
