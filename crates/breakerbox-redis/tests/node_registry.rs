@@ -216,3 +216,38 @@ async fn a_node_flushes_many_breakers_in_few_script_calls_and_quiet_views_do_not
         "{idle} script calls from 300 quiet views in 2.2 s"
     );
 }
+
+/// Thousands of breakers made at once on a fresh node (a process starting, a registry
+/// filling up) load each script once, and their first reads start no outage episode on
+/// a healthy Redis. Before, every read in flight found no digest and sent its own
+/// `SCRIPT LOAD` of the whole script (64 at a time), and the first reads timed out
+/// behind them: the 10,000-breaker bench counted 64 to 256 outage episodes per process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn breakers_made_at_once_load_each_script_once_and_start_without_an_outage() {
+    let server = RedisServer::start();
+    let node = RedisNode::connect(&server.url()).unwrap();
+    let registry = node
+        .registry_with(template(), 4_096, |b| b.prefix("first:"))
+        .unwrap();
+    let hosts: Vec<String> = (0..2_000).map(|i| format!("host-{i}")).collect();
+    for host in &hosts {
+        registry.get(host).unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while registry
+        .breakers()
+        .iter()
+        .any(|(_, b)| b.stats().redis_calls == 0 && !b.is_degraded())
+    {
+        assert!(Instant::now() < deadline, "first reads still under way");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let loads = server.command_calls("script|load");
+    assert!(loads <= 1, "{loads} SCRIPT LOADs for one script");
+    let outages: u64 = registry
+        .breakers()
+        .iter()
+        .map(|(_, b)| b.stats().outages)
+        .sum();
+    assert_eq!(outages, 0, "outage episodes on a healthy redis");
+}
