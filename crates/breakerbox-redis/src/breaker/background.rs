@@ -19,6 +19,10 @@ use breakerbox::EventKind;
 /// A quiet view (see `Inner::quiet`) is re-read this many refresh intervals apart.
 pub(crate) const QUIET_REFRESH: u32 = 30;
 
+/// The successes of a quiet view that cannot move a trip (see
+/// `Inner::successes_may_wait`) are flushed this many flush intervals apart.
+pub(crate) const QUIET_FLUSH: u32 = 4;
+
 impl<C: Clock + Clone> Inner<C> {
     /// Sends the queued outcomes, a batch at a time.
     pub(crate) async fn flush(&self) {
@@ -121,6 +125,21 @@ impl<C: Clock + Clone> Inner<C> {
             && self.alerted.load(Ordering::Acquire) == 0
     }
 
+    /// Whether this breaker's queued successes may wait [`QUIET_FLUSH`] flush intervals
+    /// (its node sends them; see `node/flush.rs`) rather than one: the view is quiet, and
+    /// the config trips on consecutive failures alone, from 3 on. Then a success counts
+    /// toward no rate and no `min_calls` (there is no window): it only ends a failure
+    /// streak, and a streak that could trip is announced on the channel before it can
+    /// (from 2 failures, or half the threshold), which sends what this node queued at
+    /// once (`on_message`); failures and slow calls are sent at once as always. With a
+    /// rate rule, successes are the denominator of the rate and count toward
+    /// `min_calls` (rules 3 and 6): they keep the flush interval.
+    pub(crate) fn successes_may_wait(&self) -> bool {
+        self.config.rate.is_none()
+            && self.config.consecutive_failures.is_some_and(|n| n >= 3)
+            && self.quiet()
+    }
+
     /// One authoritative read: repairs a corrupt value, gives back what Redis lost, adopts
     /// Redis's state.
     pub(crate) async fn refresh(&self) {
@@ -213,6 +232,13 @@ impl<C: Clock + Clone> Inner<C> {
             u64::MAX
         };
         self.alerted.fetch_max(alert, Ordering::AcqRel);
+        // What this node queued goes now: one of its successes may end the streak the
+        // message may announce (rule 19 keeps one that completed before the streak began
+        // from ending it), and a quiet view's successes may have waited several flush
+        // intervals (`successes_may_wait`).
+        if self.batch.lock().is_ok_and(|b| !b.is_empty()) {
+            self.flush_soon();
+        }
         self.request_refresh();
     }
 }
