@@ -13,7 +13,7 @@ use super::Inner;
 use crate::events::Stats;
 use crate::options::{LocalView, Mode};
 use crate::store::BatchItem;
-use crate::wire::ReplyDecision;
+use crate::wire::{Reply, ReplyDecision};
 use breakerbox::EventKind;
 
 /// A quiet view (see `Inner::quiet`) is re-read this many refresh intervals apart.
@@ -161,6 +161,34 @@ impl<C: Clock + Clone> Inner<C> {
     /// Reads the stored state for this node's own use (a corrupt value is repaired and
     /// reported).
     async fn read_authoritative(&self) -> Result<crate::wire::Reply, crate::store::StoreError> {
+        let alerted = self.alerted.load(Ordering::Acquire) != 0;
+        let mut repaired = None;
+        // On one server a node's reads go many per script call (`node/read.rs`), except
+        // one that a message asked for (it may be a trip): it goes at once, alone.
+        if let Some(node) = self
+            .node
+            .as_ref()
+            .filter(|n| !alerted && n.batches_flushes())
+        {
+            let part = self.store.refresh_part(self.now_arg());
+            match node.read(part, self.store.timeout()).await {
+                // The call repaired a corrupt value and read nothing: read again alone
+                // (the repair is reported once, below).
+                Ok(Reply {
+                    decision: ReplyDecision::Repaired(why),
+                    ..
+                }) => repaired = Some(why),
+                Ok(reply) => {
+                    Stats::add(&self.stats.redis_calls, 1);
+                    return Ok(reply);
+                }
+                // A health check: Redis is still away.
+                Err(error) if self.is_down() => return Err(error),
+                // One call failed for many breakers at once (one slow answer, a stalled
+                // process): before this one starts an outage, it reads alone.
+                Err(_) => {}
+            }
+        }
         // A node's breakers take turns (see `RedisNode::read_slot`), except a read that
         // a message asked for (it may be a trip): it goes ahead of a queue of first reads.
         let _slot = match &self.node {
@@ -169,7 +197,7 @@ impl<C: Clock + Clone> Inner<C> {
         };
         let answer = self.store.refresh(self.now_arg()).await?;
         Stats::add(&self.stats.redis_calls, 1);
-        self.report_repair(answer.repaired);
+        self.report_repair(repaired.or(answer.repaired));
         Ok(answer.reply)
     }
 
