@@ -1,11 +1,12 @@
--- record_many: record.lua for several breakers in one call (a node's periodic flushes of
--- the breakers it serves, on one server; the keys may hash to any slot, so never on a
--- cluster). Above this file, scripts.rs puts the prelude and record.lua whole, wrapped
--- as `local function record_one(KEYS, ARGV) ... end`: each breaker's entries are applied
--- by record.lua itself, as one record.lua call on its key would apply them.
+-- record_many: one script for several breakers in one call (a node's periodic flushes of
+-- the breakers it serves, or their reads, on one server; the keys may hash to any slot,
+-- so never on a cluster). Above this file, store/many.rs puts the prelude and the
+-- operation's script whole (record.lua, or read.lua for a node's reads), wrapped as
+-- `local function one(KEYS, ARGV) ... end`: each breaker's arguments are applied by that
+-- script itself, as one call of it on its key would apply them.
 -- KEYS: the breakers' hashes. ARGV: per key in turn, how many arguments, then the ARGV of
--- record.lua's call for that key.
--- The reply: per key, record.lua's reply, or { 'error', message } if it raised an error
+-- the script's call for that key.
+-- The reply: per key, the script's reply, or { 'error', message } if it raised an error
 -- (the other keys' calls are not undone, as separate calls would not be).
 local out = {}
 local at = 1
@@ -14,7 +15,7 @@ for i = 1, #KEYS do
   local argv = {}
   for j = 1, m do argv[j] = ARGV[at + j] end
   at = at + m + 1
-  local ok, reply = pcall(record_one, { KEYS[i] }, argv)
+  local ok, reply = pcall(one, { KEYS[i] }, argv)
   if ok then
     out[i] = reply
   elseif type(reply) == 'table' and reply.err then

@@ -5,16 +5,19 @@ use std::fmt::Display;
 use std::hash::Hash;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Duration;
 
 use breakerbox::{Config, ConfigError, MonotonicClock, Registry};
 
 mod flush;
+mod read;
 
 use crate::breaker::{BuildError, RedisBreaker, RedisBreakerBuilder};
 use crate::options::Backoff;
 use crate::pubsub::{self, Change, Listening, Topic};
-use crate::store::Link;
+use crate::store::{Link, Part, StoreError};
 use crate::target::{RedisTarget, Topology};
+use crate::wire::Reply;
 pub(crate) use flush::{NodeFlush, Taken};
 
 /// The subscribers of one node, by channel.
@@ -64,6 +67,10 @@ struct Shared {
     /// thousands of breakers made at once would otherwise queue thousands of reads on the
     /// one connection, and the last ones would time out behind the first.
     reads: Arc<tokio::sync::Semaphore>,
+    /// On one server: the breakers' reads, sent many per script call by the node's read
+    /// task (see `node/read.rs`), started with the first.
+    batched_reads: Arc<read::Reads>,
+    reading: AtomicBool,
 }
 
 /// Reads of a node's breakers in flight at once (see `Shared::reads`).
@@ -108,6 +115,8 @@ impl RedisNode {
                 flushers: Arc::new(flush::Flushers::default()),
                 live: AtomicBool::new(false),
                 reads: Arc::new(tokio::sync::Semaphore::new(READS_IN_FLIGHT)),
+                batched_reads: Arc::new(read::Reads::default()),
+                reading: AtomicBool::new(false),
             }),
         })
     }
@@ -193,6 +202,19 @@ impl RedisNode {
             let weak = Arc::downgrade(&self.shared);
             self.shared.runtime.spawn(flush::run(weak));
         }
+    }
+
+    /// One authoritative read of a breaker (`part`: its key and `read.lua`'s arguments),
+    /// sent with the other breakers' reads queued meanwhile (one server only; see
+    /// [`RedisNode::batches_flushes`]). The call is bounded by `timeout`, the wait for it
+    /// is not.
+    pub(crate) async fn read(&self, part: Part, timeout: Duration) -> Result<Reply, StoreError> {
+        let rx = self.shared.batched_reads.push(part, timeout);
+        if !self.shared.reading.swap(true, Ordering::AcqRel) {
+            let weak = Arc::downgrade(&self.shared);
+            self.shared.runtime.spawn(read::run(weak));
+        }
+        rx.await.unwrap_or(Err(StoreError::Unavailable))
     }
 
     /// A slot for one read of a breaker (held while it runs; the wait is not part of the

@@ -75,7 +75,11 @@ impl Default for Mode {
 #[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields, default))]
 pub struct LocalView {
-    /// Successes are sent at least this often (default 1 s).
+    /// Successes are sent at least this often (default 1 s). A breaker of a
+    /// [`RedisNode`](crate::RedisNode) whose config trips on consecutive failures alone
+    /// (3 or more, no rate rule) sends the successes of a quiet view (closed, no failure
+    /// streak, no news pending, the node's subscription up) 4 intervals apart; see the
+    /// crate README.
     #[cfg_attr(
         feature = "serde",
         serde(

@@ -4,6 +4,7 @@
 //! on a cluster, loaded on the primary of the key's slot, and sent whole with `EVAL` when
 //! the key is on a node importing the slot).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use redis::{ErrorKind, RedisError, ServerErrorKind, Value};
@@ -139,6 +140,12 @@ mod from_dir {
 #[derive(Debug, Default)]
 pub(crate) struct Scripts {
     shas: Mutex<[Option<String>; 5]>,
+    /// One load of each script at a time, and how many were made: the calls that find
+    /// no digest (or a `NOSCRIPT`) wait for the load under way instead of each sending
+    /// the whole source. Thousands of breakers made at once sent one `SCRIPT LOAD` per
+    /// read in flight, and the first reads timed out behind them.
+    loading: [tokio::sync::Mutex<()>; 5],
+    loads: [AtomicU64; 5],
 }
 
 impl Scripts {
@@ -162,16 +169,31 @@ impl Scripts {
         }
     }
 
+    /// How many loads of `kind` were made so far.
+    fn loads(&self, kind: ScriptKind) -> u64 {
+        self.loads[kind.index()].load(Ordering::Acquire)
+    }
+
     /// Loads the script on the server that holds `key` (on a cluster, the primary of its
-    /// slot: scripts run where their key lives, and a promoted replica has none loaded).
+    /// slot: scripts run where their key lives, and a promoted replica has none loaded),
+    /// unless a load made since the caller saw `seen` loads already gave a digest: then
+    /// that one. One load of a script at a time.
     async fn load(
         &self,
         conn: &mut RedisConnection,
         kind: ScriptKind,
         key: &str,
+        seen: u64,
     ) -> Result<String, RedisError> {
+        let _one = self.loading[kind.index()].lock().await;
+        if self.loads(kind) != seen {
+            if let Some(sha) = self.sha(kind) {
+                return Ok(sha);
+            }
+        }
         let sha = conn.load_script(kind.source(), key).await?;
         self.set_sha(kind, Some(sha.clone()));
+        self.loads[kind.index()].fetch_add(1, Ordering::AcqRel);
         Ok(sha)
     }
 
@@ -183,13 +205,14 @@ impl Scripts {
         key: &str,
         args: &[String],
     ) -> Result<Value, RedisError> {
+        let seen = self.loads(kind);
         let sha = match self.sha(kind) {
             Some(sha) => sha,
-            None => self.load(conn, kind, key).await?,
+            None => self.load(conn, kind, key, seen).await?,
         };
         match evalsha(conn, &sha, key, args).await {
             Err(e) if no_script(&e) => {
-                let sha = self.load(conn, kind, key).await?;
+                let sha = self.load(conn, kind, key, seen).await?;
                 match evalsha(conn, &sha, key, args).await {
                     // Loaded where the slot's owner is, yet the key is elsewhere: its
                     // slot is being moved (ASK sends the call to the importing node).

@@ -640,4 +640,13 @@ impl RedisStore {
         self.run(ScriptKind::Read, now_us, 0.0, vec!["repair".to_string()])
             .await
     }
+
+    /// [`RedisStore::refresh`]'s key and arguments, for a node's reads of many breakers
+    /// in one call.
+    pub(crate) fn refresh_part(&self, now_us: Option<u64>) -> Part {
+        Part {
+            key: self.key.clone(),
+            args: self.args(now_us, 0.0, vec!["repair".to_string()]),
+        }
+    }
 }

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use breakerbox::contract::Breaker;
 use breakerbox::{Config, Event, EventKind, Phase, Registry, RegistryFull};
-use breakerbox_redis::{RedisBreaker, RedisNode};
+use breakerbox_redis::{LocalView, Mode, RedisBreaker, RedisNode};
 use redis_server::RedisServer;
 
 fn template() -> Config {
@@ -25,8 +25,12 @@ fn template() -> Config {
         .unwrap()
 }
 
-async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(5);
+async fn wait_for(what: &str, done: impl FnMut() -> bool) {
+    wait_within(what, Duration::from_secs(5), done).await
+}
+
+async fn wait_within(what: &str, within: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
     while !done() {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -191,7 +195,9 @@ async fn a_node_flushes_many_breakers_in_few_script_calls_and_quiet_views_do_not
             .success()
             .await;
     }
-    wait_for("every success flushed", || {
+    // A quiet view of a consecutive-failure breaker sends its successes 4 flush
+    // intervals apart (1 s each by default).
+    wait_within("every success flushed", Duration::from_secs(10), || {
         registry
             .breakers()
             .iter()
@@ -215,4 +221,207 @@ async fn a_node_flushes_many_breakers_in_few_script_calls_and_quiet_views_do_not
         idle <= 5,
         "{idle} script calls from 300 quiet views in 2.2 s"
     );
+}
+
+/// Thousands of breakers made at once on a fresh node (a process starting, a registry
+/// filling up) load each script once. Before, every read in flight found no digest and
+/// sent its own `SCRIPT LOAD` of the whole script (57 for these 2,000 breakers), and the
+/// first reads timed out behind them: the 10,000-breaker bench counted 64 to 256 outage
+/// episodes per process, all in the first reads, on a healthy Redis.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn breakers_made_at_once_load_each_script_once() {
+    let server = RedisServer::start();
+    let node = RedisNode::connect(&server.url()).unwrap();
+    let registry = node
+        .registry_with(template(), 4_096, |b| b.prefix("first:"))
+        .unwrap();
+    let hosts: Vec<String> = (0..2_000).map(|i| format!("host-{i}")).collect();
+    for host in &hosts {
+        registry.get(host).unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while registry
+        .breakers()
+        .iter()
+        .any(|(_, b)| b.stats().redis_calls == 0 && !b.is_degraded())
+    {
+        assert!(Instant::now() < deadline, "first reads still under way");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The node's reads (many per call) and, after one of those failed, a breaker's own.
+    let loads = server.command_calls("script|load");
+    assert!(loads <= 2, "{loads} SCRIPT LOADs for two scripts");
+    // Not asserted: on a loaded 2-core machine this debug build, its runtime busy making
+    // 2,000 breakers, may still miss the 100 ms timeout now and then (about 1 run in 6
+    // at a load of 7, with or without the node's batched reads). The bench reports its
+    // workers' outage episodes and the server's PING times beside them.
+    let outages: u64 = registry
+        .breakers()
+        .iter()
+        .map(|(_, b)| b.stats().outages)
+        .sum();
+    eprintln!("{outages} outage episodes");
+}
+
+/// The node's subscription is up (its pattern subscription is the server's only one).
+async fn subscribed(server: &RedisServer) {
+    wait_for("the node's subscription", || {
+        server.command(&["PUBSUB", "NUMPAT"]).as_deref() == Some(":1")
+    })
+    .await;
+    // The node marks itself live once the server confirmed the subscription.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+}
+
+/// A quiet view's successes wait 4 flush intervals when its config trips on consecutive
+/// failures alone (a success only ends a streak, and a streak that could trip is
+/// announced first); with a rate rule they count toward the rate and `min_calls`, and
+/// keep the flush interval.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quiet_successes_wait_longer_only_without_a_rate_rule() {
+    let server = RedisServer::start();
+    let node = RedisNode::connect(&server.url()).unwrap();
+    let rated = Config::builder()
+        .consecutive_failures(3)
+        .count_window(20)
+        .failure_rate(0.5)
+        .min_calls(10)
+        .build()
+        .unwrap();
+    let streak = node
+        .breaker("streak")
+        .config(template())
+        .prefix("quiet:")
+        .build()
+        .await
+        .unwrap();
+    let rate = node
+        .breaker("rate")
+        .config(rated)
+        .prefix("quiet:")
+        .build()
+        .await
+        .unwrap();
+    subscribed(&server).await;
+    let began = Instant::now();
+    for b in [&streak, &rate] {
+        b.acquire_now_or_later().await.unwrap().success().await;
+    }
+    // The flush interval is 1 s (plus the node's 100 ms tick).
+    wait_within("the rate breaker's flush", Duration::from_secs(3), || {
+        rate.stats().flushes > 0
+    })
+    .await;
+    assert_eq!(
+        streak.stats().flushes,
+        0,
+        "the quiet streak breaker's success went after {:?}",
+        began.elapsed()
+    );
+    wait_within("the streak breaker's flush", Duration::from_secs(8), || {
+        streak.stats().flushes > 0
+    })
+    .await;
+    assert!(
+        began.elapsed() >= Duration::from_millis(3_500),
+        "flushed after {:?}",
+        began.elapsed()
+    );
+}
+
+/// A success that waits on a quiet node goes as soon as another node's failure streak is
+/// announced, so it ends that streak (it completed after the streak began) before the
+/// streak's next failure trips the fleet. Before, it waited for the node's next periodic
+/// flush, and the third failure tripped a breaker whose calls had not failed three
+/// times in a row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_success_goes_when_another_node_announces_a_streak() {
+    let server = RedisServer::start();
+    let node = RedisNode::connect(&server.url()).unwrap();
+    // A flush interval far above the bound below: only the announcement sends the
+    // success in time.
+    let quiet = node
+        .breaker("shared")
+        .config(template())
+        .prefix("announce:")
+        .mode(Mode::LocalView(LocalView {
+            flush_interval: Duration::from_secs(5),
+            ..LocalView::default()
+        }))
+        .build()
+        .await
+        .unwrap();
+    subscribed(&server).await;
+    let other = RedisBreaker::builder(server.url(), "shared")
+        .config(template())
+        .prefix("announce:")
+        .build()
+        .await
+        .unwrap();
+    other.acquire_now_or_later().await.unwrap().failure().await;
+    quiet.acquire_now_or_later().await.unwrap().success().await;
+    // The second failure makes the streak warm: announced on the channel.
+    other.acquire_now_or_later().await.unwrap().failure().await;
+    let announced = Instant::now();
+    wait_within("the quiet node's flush", Duration::from_secs(1), || {
+        quiet.stats().flushes > 0
+    })
+    .await;
+    eprintln!("sent {:?} after the announcement", announced.elapsed());
+    let snapshot = other.snapshot().await.unwrap();
+    assert_eq!(
+        snapshot.consecutive_failures, 0,
+        "the success ended the streak"
+    );
+    other.acquire_now_or_later().await.unwrap().failure().await;
+    let snapshot = other.snapshot().await.unwrap();
+    assert_eq!(snapshot.phase, Phase::Closed);
+    assert_eq!(snapshot.consecutive_failures, 1);
+}
+
+/// A node's reads go many breakers per script call: 300 new views' first reads take a
+/// few calls. Before, each view read alone: 300 calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_reads_many_new_views_in_few_script_calls() {
+    let server = RedisServer::start();
+    let node = RedisNode::connect(&server.url()).unwrap();
+    let registry = node
+        .registry_with(template(), 512, |b| b.prefix("reads:"))
+        .unwrap();
+    // Stored states to read, written through another node.
+    let writer = RedisNode::connect(&server.url()).unwrap();
+    let hosts: Vec<String> = (0..300).map(|i| format!("host-{i}")).collect();
+    let tripped = writer
+        .breaker("host-7")
+        .config(template())
+        .prefix("reads:")
+        .build()
+        .await
+        .unwrap();
+    tripped.force_open().await.unwrap();
+    let before = server.command_calls("evalsha");
+    for host in &hosts {
+        registry.get(host).unwrap();
+    }
+    wait_for("every first read", || {
+        registry
+            .breakers()
+            .iter()
+            .all(|(_, b)| b.stats().redis_calls > 0)
+    })
+    .await;
+    let reads = server.command_calls("evalsha") - before;
+    eprintln!("{reads} script calls for 300 first reads");
+    assert!(reads <= 15, "{reads} script calls for 300 first reads");
+    // Each view holds its own breaker's state.
+    let host7 = registry.get(&"host-7".to_string()).unwrap();
+    assert_eq!(host7.phase(), Phase::ForcedOpen);
+    let host8 = registry.get(&"host-8".to_string()).unwrap();
+    assert_eq!(host8.phase(), Phase::Closed);
+    let outages: u64 = registry
+        .breakers()
+        .iter()
+        .map(|(_, b)| b.stats().outages)
+        .sum();
+    assert_eq!(outages, 0);
 }

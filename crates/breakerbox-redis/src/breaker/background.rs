@@ -13,11 +13,15 @@ use super::Inner;
 use crate::events::Stats;
 use crate::options::{LocalView, Mode};
 use crate::store::BatchItem;
-use crate::wire::ReplyDecision;
+use crate::wire::{Reply, ReplyDecision};
 use breakerbox::EventKind;
 
 /// A quiet view (see `Inner::quiet`) is re-read this many refresh intervals apart.
 pub(crate) const QUIET_REFRESH: u32 = 30;
+
+/// The successes of a quiet view that cannot move a trip (see
+/// `Inner::successes_may_wait`) are flushed this many flush intervals apart.
+pub(crate) const QUIET_FLUSH: u32 = 4;
 
 impl<C: Clock + Clone> Inner<C> {
     /// Sends the queued outcomes, a batch at a time.
@@ -121,6 +125,21 @@ impl<C: Clock + Clone> Inner<C> {
             && self.alerted.load(Ordering::Acquire) == 0
     }
 
+    /// Whether this breaker's queued successes may wait [`QUIET_FLUSH`] flush intervals
+    /// (its node sends them; see `node/flush.rs`) rather than one: the view is quiet, and
+    /// the config trips on consecutive failures alone, from 3 on. Then a success counts
+    /// toward no rate and no `min_calls` (there is no window): it only ends a failure
+    /// streak, and a streak that could trip is announced on the channel before it can
+    /// (from 2 failures, or half the threshold), which sends what this node queued at
+    /// once (`on_message`); failures and slow calls are sent at once as always. With a
+    /// rate rule, successes are the denominator of the rate and count toward
+    /// `min_calls` (rules 3 and 6): they keep the flush interval.
+    pub(crate) fn successes_may_wait(&self) -> bool {
+        self.config.rate.is_none()
+            && self.config.consecutive_failures.is_some_and(|n| n >= 3)
+            && self.quiet()
+    }
+
     /// One authoritative read: repairs a corrupt value, gives back what Redis lost, adopts
     /// Redis's state.
     pub(crate) async fn refresh(&self) {
@@ -142,6 +161,34 @@ impl<C: Clock + Clone> Inner<C> {
     /// Reads the stored state for this node's own use (a corrupt value is repaired and
     /// reported).
     async fn read_authoritative(&self) -> Result<crate::wire::Reply, crate::store::StoreError> {
+        let alerted = self.alerted.load(Ordering::Acquire) != 0;
+        let mut repaired = None;
+        // On one server a node's reads go many per script call (`node/read.rs`), except
+        // one that a message asked for (it may be a trip): it goes at once, alone.
+        if let Some(node) = self
+            .node
+            .as_ref()
+            .filter(|n| !alerted && n.batches_flushes())
+        {
+            let part = self.store.refresh_part(self.now_arg());
+            match node.read(part, self.store.timeout()).await {
+                // The call repaired a corrupt value and read nothing: read again alone
+                // (the repair is reported once, below).
+                Ok(Reply {
+                    decision: ReplyDecision::Repaired(why),
+                    ..
+                }) => repaired = Some(why),
+                Ok(reply) => {
+                    Stats::add(&self.stats.redis_calls, 1);
+                    return Ok(reply);
+                }
+                // A health check: Redis is still away.
+                Err(error) if self.is_down() => return Err(error),
+                // One call failed for many breakers at once (one slow answer, a stalled
+                // process): before this one starts an outage, it reads alone.
+                Err(_) => {}
+            }
+        }
         // A node's breakers take turns (see `RedisNode::read_slot`), except a read that
         // a message asked for (it may be a trip): it goes ahead of a queue of first reads.
         let _slot = match &self.node {
@@ -150,7 +197,7 @@ impl<C: Clock + Clone> Inner<C> {
         };
         let answer = self.store.refresh(self.now_arg()).await?;
         Stats::add(&self.stats.redis_calls, 1);
-        self.report_repair(answer.repaired);
+        self.report_repair(repaired.or(answer.repaired));
         Ok(answer.reply)
     }
 
@@ -213,6 +260,13 @@ impl<C: Clock + Clone> Inner<C> {
             u64::MAX
         };
         self.alerted.fetch_max(alert, Ordering::AcqRel);
+        // What this node queued goes now: one of its successes may end the streak the
+        // message may announce (rule 19 keeps one that completed before the streak began
+        // from ending it), and a quiet view's successes may have waited several flush
+        // intervals (`successes_may_wait`).
+        if self.batch.lock().is_ok_and(|b| !b.is_empty()) {
+            self.flush_soon();
+        }
         self.request_refresh();
     }
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use breakerbox::{Clock, Nanos};
 
+use super::background::QUIET_FLUSH;
 use super::Inner;
 use crate::events::Stats;
 use crate::node::{NodeFlush, Taken};
@@ -28,11 +29,12 @@ impl<C: Clock + Clone> NodeFlush for Inner<C> {
             return None;
         }
         let now = self.clock.now();
-        let due = if half {
-            flush_interval / 2
+        let interval = if self.successes_may_wait() {
+            flush_interval.saturating_mul(QUIET_FLUSH)
         } else {
             flush_interval
         };
+        let due = if half { interval / 2 } else { interval };
         let since = now.saturating_sub(Nanos(self.last_flush.load(Ordering::Acquire)));
         if since < Nanos::from_duration(due) || self.batch.lock().map_or(true, |b| b.is_empty()) {
             return None;

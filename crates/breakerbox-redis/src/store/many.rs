@@ -1,5 +1,6 @@
-//! `lua/record_many.lua`: `record.lua` for many breakers of one link in one script call,
-//! so a node's periodic flushes of thousands of breakers cost a few calls, not thousands.
+//! `lua/record_many.lua`: `record.lua` (or `read.lua`) for many breakers of one link in
+//! one script call, so a node's periodic flushes and reads of thousands of breakers cost
+//! a few calls, not thousands.
 
 use std::sync::Mutex;
 
@@ -9,41 +10,69 @@ use super::{Link, StoreError};
 use crate::target::Topology;
 use crate::wire::{parse_reply, ParseError, Reply};
 
-/// The source: the prelude and `record.lua` whole, as `record_one(KEYS, ARGV)`, then the
-/// driver that calls it per key.
-pub(crate) const SOURCE: &str = concat!(
-    "local function record_one(KEYS, ARGV)\n",
-    include_str!("../../lua/common.lua"),
-    "\n",
-    include_str!("../../lua/window.lua"),
-    "\n",
-    include_str!("../../lua/transitions.lua"),
-    "\n",
-    include_str!("../../lua/record.lua"),
-    "\nend\n",
-    include_str!("../../lua/record_many.lua")
-);
+/// `script` (the prelude and an operation's file) as `one(KEYS, ARGV)`, then the driver
+/// that calls it per key.
+macro_rules! many {
+    ($file:literal) => {
+        concat!(
+            "local function one(KEYS, ARGV)\n",
+            include_str!("../../lua/common.lua"),
+            "\n",
+            include_str!("../../lua/window.lua"),
+            "\n",
+            include_str!("../../lua/transitions.lua"),
+            "\n",
+            include_str!(concat!("../../lua/", $file)),
+            "\nend\n",
+            include_str!("../../lua/record_many.lua")
+        )
+    };
+}
 
-/// The digest Redis gave the script.
+/// What a many-breaker call runs per key.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum ManyKind {
+    /// `record.lua`: a node's periodic flushes.
+    Record,
+    /// `read.lua` with `repair`: a node's reads (first reads, refreshes, health checks).
+    Read,
+}
+
+impl ManyKind {
+    fn source(self) -> &'static str {
+        match self {
+            ManyKind::Record => many!("record.lua"),
+            ManyKind::Read => many!("read.lua"),
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// The digests Redis gave the scripts.
 #[derive(Debug, Default)]
 pub(crate) struct Many {
-    sha: Mutex<Option<String>>,
+    sha: Mutex<[Option<String>; 2]>,
+    /// One load of each at a time (see `Scripts`).
+    loading: [tokio::sync::Mutex<()>; 2],
 }
 
 impl Many {
     pub(crate) fn forget(&self) {
         if let Ok(mut sha) = self.sha.lock() {
-            *sha = None;
+            *sha = [None, None];
         }
     }
 
-    fn sha(&self) -> Option<String> {
-        self.sha.lock().ok().and_then(|s| s.clone())
+    fn sha(&self, kind: ManyKind) -> Option<String> {
+        self.sha.lock().ok().and_then(|s| s[kind.index()].clone())
     }
 
-    fn set(&self, sha: String) {
+    fn set(&self, kind: ManyKind, sha: String) {
         if let Ok(mut slot) = self.sha.lock() {
-            *slot = Some(sha);
+            slot[kind.index()] = Some(sha);
         }
     }
 }
@@ -70,6 +99,25 @@ impl Link {
         parts: &[Part],
         timeout: std::time::Duration,
     ) -> Result<Vec<Result<Reply, StoreError>>, StoreError> {
+        self.many(ManyKind::Record, parts, timeout).await
+    }
+
+    /// `read.lua` (with `repair`) for `parts` in one call: per part, what its own read
+    /// would have answered (a corrupt value repaired is answered `Repaired`: read again).
+    pub(crate) async fn read_many(
+        &self,
+        parts: &[Part],
+        timeout: std::time::Duration,
+    ) -> Result<Vec<Result<Reply, StoreError>>, StoreError> {
+        self.many(ManyKind::Read, parts, timeout).await
+    }
+
+    async fn many(
+        &self,
+        kind: ManyKind,
+        parts: &[Part],
+        timeout: std::time::Duration,
+    ) -> Result<Vec<Result<Reply, StoreError>>, StoreError> {
         let mut keys = Vec::with_capacity(parts.len());
         let mut args = Vec::with_capacity(parts.iter().map(|p| p.args.len() + 1).sum());
         for part in parts {
@@ -79,9 +127,9 @@ impl Link {
         }
         let call = async {
             let mut conn = self.connection().await.map_err(|e| self.failed(e))?;
-            let sha = match self.many.sha() {
+            let sha = match self.many.sha(kind) {
                 Some(sha) => sha,
-                None => self.load(&mut conn).await?,
+                None => self.load(&mut conn, kind, false).await?,
             };
             let run = |sha: String, mut conn: crate::target::RedisConnection| {
                 let (keys, args) = (&keys, &args);
@@ -97,7 +145,7 @@ impl Link {
             };
             match run(sha, conn.clone()).await {
                 Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                    let sha = self.load(&mut conn).await?;
+                    let sha = self.load(&mut conn, kind, true).await?;
                     run(sha, conn).await.map_err(|e| self.failed(e))
                 }
                 other => other.map_err(|e| self.failed(e)),
@@ -135,12 +183,25 @@ impl Link {
             .collect())
     }
 
-    async fn load(&self, conn: &mut crate::target::RedisConnection) -> Result<String, StoreError> {
+    /// Loads `kind`'s script, one load at a time: a caller that found no digest takes
+    /// one loaded meanwhile; one that met `NOSCRIPT` (`noscript`) loads again.
+    async fn load(
+        &self,
+        conn: &mut crate::target::RedisConnection,
+        kind: ManyKind,
+        noscript: bool,
+    ) -> Result<String, StoreError> {
+        let _one = self.many.loading[kind.index()].lock().await;
+        if !noscript {
+            if let Some(sha) = self.many.sha(kind) {
+                return Ok(sha);
+            }
+        }
         let sha = conn
-            .load_script(SOURCE, "")
+            .load_script(kind.source(), "")
             .await
             .map_err(|e| self.failed(e))?;
-        self.many.set(sha.clone());
+        self.many.set(kind, sha.clone());
         Ok(sha)
     }
 

@@ -187,6 +187,21 @@ impl RedisServer {
         )
     }
 
+    /// Every script call the server ran so far (`EVALSHA`, `EVAL`, their read-only
+    /// forms and `SCRIPT LOAD`), as `INFO commandstats` counts them; `None` if it did
+    /// not answer.
+    pub fn script_calls_patiently(&self) -> Option<u64> {
+        let info = self.command_patiently(&["INFO", "commandstats"], 20)?;
+        let scripts = ["evalsha", "eval", "evalsha_ro", "eval_ro", "script|load"];
+        Some(
+            info.lines()
+                .filter_map(|l| l.strip_prefix("cmdstat_")?.split_once(":calls="))
+                .filter(|(name, _)| scripts.contains(name))
+                .filter_map(|(_, rest)| rest.split(',').next()?.parse::<u64>().ok())
+                .sum(),
+        )
+    }
+
     /// Kills the server (SIGKILL) and waits for it.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {

@@ -8,6 +8,10 @@
 //! - `READY views=N rss_kb=K`: every host's view made (`K`: the resident memory they
 //!   added); it then waits for a line on its stdin ([`Workers::go`]);
 //! - `SEEN i unix_us`: the watched breaker `watch-i` turned open in this process's view;
+//! - `CREATED at_ms=T took_ms=D`, `STARTED at_ms=T`: when the views were made (and how long
+//!   that took) and when the traffic began, in ms since the worker's outage log was made;
+//! - `OUTAGES n=N first_ms=F last_ms=L error=E`: outage episodes its breakers began, by
+//!   their first error (none on a healthy Redis);
 //! - `DONE calls=N elapsed_ms=M views=V node=B rejected=R errors=E`: at the end, after the
 //!   traffic and after touching `BB_SCALE_EXTRA` new hosts (which evict idle views).
 
@@ -16,13 +20,14 @@
 #![allow(clippy::disallowed_methods)]
 #![allow(clippy::unwrap_used)]
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdout, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use breakerbox::contract::Breaker;
-use breakerbox::{Config, Phase};
+use breakerbox::{Config, Event, EventKind, Listener, Phase};
 use breakerbox_redis::{RedisBreaker, RedisNode};
 
 /// The prefix of every key the scale workers use.
@@ -102,11 +107,13 @@ pub async fn worker_main() {
     let extra = env_u64("BB_SCALE_EXTRA", 0) as usize;
     let timeout = Duration::from_millis(env_u64("BB_SCALE_TIMEOUT_MS", 100));
     let node = RedisNode::connect(&url).unwrap();
+    let log = Arc::new(OutageLog::default());
     let registry = node
         .registry_with(template(), capacity, move |b| {
             b.prefix(PREFIX).timeout(timeout)
         })
-        .unwrap();
+        .unwrap()
+        .with_listener(log.clone());
     let watched: Vec<RedisBreaker> = (0..watch)
         .map(|i| registry.get(&format!("watch-{i}")).unwrap())
         .collect();
@@ -116,9 +123,15 @@ pub async fn worker_main() {
     let first = env_u64("BB_SCALE_INDEX", 0) as usize * env_u64("BB_SCALE_STRIDE", 0) as usize;
     let hosts: Vec<String> = (0..n).map(|i| host((first + i) % total.max(1))).collect();
     let before = rss_kb();
+    let made = Instant::now();
     for h in &hosts {
         registry.get(h).unwrap();
     }
+    say(format!(
+        "CREATED at_ms={} took_ms={}",
+        log.made.elapsed().as_millis(),
+        made.elapsed().as_millis()
+    ));
     let rss = rss_kb().saturating_sub(before);
     // Every view's first read answered (thousands of them queue up at first).
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -151,6 +164,7 @@ pub async fn worker_main() {
         watched
     });
     let started = Instant::now();
+    say(format!("STARTED at_ms={}", log.made.elapsed().as_millis()));
     let (mut calls, mut rejected, mut errors) = (0u64, 0u64, 0u64);
     let mut next = 0usize;
     let mut tick = tokio::time::interval(Duration::from_millis(1));
@@ -192,6 +206,9 @@ pub async fn worker_main() {
         dropped += s.dropped_outcomes;
         fallback += s.fallback_calls;
     }
+    for line in log.lines() {
+        say(line);
+    }
     say(format!(
         "DONE calls={calls} elapsed_ms={} views={} node={} rejected={rejected} errors={errors} outages={outages} flushes={flushes} dropped={dropped} fallback={fallback} watched_all={}",
         elapsed.as_millis(),
@@ -199,6 +216,49 @@ pub async fn worker_main() {
         node.breakers(),
         watched.is_some()
     ));
+}
+
+/// The outage episodes a worker's breakers started, by their first error: how many, and
+/// when the first and the last began (ms since the log was made). A healthy Redis must
+/// cause none; when some happen, these lines say why.
+pub struct OutageLog {
+    made: Instant,
+    by_error: Mutex<BTreeMap<String, (u64, u128, u128)>>,
+}
+
+impl Default for OutageLog {
+    fn default() -> Self {
+        OutageLog {
+            made: Instant::now(),
+            by_error: Mutex::new(BTreeMap::new()),
+        }
+    }
+}
+
+impl OutageLog {
+    /// `OUTAGES n=N first_ms=F last_ms=L error=...`, one line per distinct error.
+    pub fn lines(&self) -> Vec<String> {
+        self.by_error
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(error, (n, first, last))| {
+                format!("OUTAGES n={n} first_ms={first} last_ms={last} error={error}")
+            })
+            .collect()
+    }
+}
+
+impl Listener for OutageLog {
+    fn on_event(&self, event: &Event<'_>) {
+        if let EventKind::OutageStarted { error } = &event.kind {
+            let at = self.made.elapsed().as_millis();
+            let mut map = self.by_error.lock().unwrap();
+            let entry = map.entry(error.clone()).or_insert((0, at, at));
+            entry.0 += 1;
+            entry.2 = at;
+        }
+    }
 }
 
 /// A worker's stdout line, with the worker's index and when the parent read it.
