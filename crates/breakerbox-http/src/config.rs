@@ -3,7 +3,7 @@
 
 mod fields;
 
-pub(crate) use fields::StringOrNumber;
+pub(crate) use fields::{parse_verdict, StringOrNumber};
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -11,7 +11,7 @@ use std::time::Duration;
 use breakerbox::Verdict;
 use serde::{Deserialize, Serialize};
 
-use crate::StatusSelector;
+use crate::{GrpcConfig, StatusSelector};
 
 /// Everything an [`crate::HttpJudge`] can be told, as plain data with serde support.
 /// Durations are written like `800ms` or `1.5s`; verdicts as `failure`, `ignore` or
@@ -52,6 +52,9 @@ use crate::StatusSelector;
 /// success_codes = ["OK"]
 /// other_codes = "failure"            # a code in neither list fails
 /// statuses = ["2xx"]                 # bodies of which responses are read (default 2xx)
+///
+/// [grpc.codes]                       # judge gRPC responses by grpc-status (or: grpc = true)
+/// NOT_FOUND = "failure"              # by name in any case, or by number ("5")
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -102,6 +105,16 @@ pub struct HttpJudgeConfig {
     /// body is judged without its content.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body_cap: Option<usize>,
+    /// Judge gRPC responses by their `grpc-status` ([`GrpcConfig`]): `grpc = true` for the
+    /// defaults (UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, INTERNAL, UNKNOWN and
+    /// DATA_LOSS fail, OK succeeds, the rest is ignored), or a table with per-code rules
+    /// (`[grpc.codes]`, `NOT_FOUND = "failure"`). Off when left out.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::grpc::switch"
+    )]
+    pub grpc: Option<GrpcConfig>,
 }
 
 /// Business error codes in a JSON body: where to look and which codes mean what.

@@ -24,6 +24,44 @@ use crate::{HttpJudge, Judgement, TransportError};
 ///
 /// When no response head arrives at all, call [`Exchange::on_transport_error`].
 ///
+/// # gRPC
+///
+/// With gRPC rules ([`HttpJudge::grpc`]), a gRPC response (a 200 of content type
+/// `application/grpc`) whose headers carry its `grpc-status` (a trailers-only response)
+/// is judged at its head. One whose headers do not is judged at the **end of its body**:
+/// [`Exchange::on_head`] answers [`AfterHead::AwaitTrailers`]; the adapter lets the body
+/// stream on (to its caller) and calls [`Exchange::on_trailers`] with the trailers when
+/// they come, or with `None` when the body ends without them (a failure, `grpc-status
+/// missing`). A body that fails before its end is a failure ([`Exchange::on_body_error`]).
+/// A body dropped before its end (its caller stopped reading) is judged by nobody: the
+/// adapter releases the permit unrecorded, as for any call its caller abandoned (a probe
+/// frees its slot), since the caller's choice says nothing about the server.
+///
+/// ```
+/// use breakerbox::Verdict;
+/// use breakerbox_http::{AfterHead, HttpJudge};
+/// use http::{HeaderMap, StatusCode};
+/// use std::time::Duration;
+///
+/// let judge = HttpJudge::builder().grpc(true).build()?;
+/// let mut head = HeaderMap::new();
+/// head.insert("content-type", "application/grpc".parse()?);
+/// let mut exchange = judge.exchange(false);
+/// let after = exchange.on_head(StatusCode::OK, &head, Duration::from_millis(5));
+/// assert_eq!(after, AfterHead::AwaitTrailers);
+/// let mut trailers = HeaderMap::new();
+/// trailers.insert("grpc-status", "14".parse()?);
+/// let judgement = exchange.on_trailers(Some(&trailers));
+/// assert_eq!((judgement.verdict, judgement.reason.as_ref()), (Verdict::Failure, "grpc UNAVAILABLE"));
+///
+/// // A trailers-only response: judged at its head.
+/// head.insert("grpc-status", "5".parse()?);
+/// let mut exchange = judge.exchange(false);
+/// let after = exchange.on_head(StatusCode::OK, &head, Duration::from_millis(5));
+/// assert!(matches!(after, AfterHead::Judged(j) if j.verdict == Verdict::Ignore && j.reason == "grpc NOT_FOUND"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
 /// # The latency point
 ///
 /// Latency is **the time to the response head, measured from admission** (the moment the
@@ -56,7 +94,7 @@ use crate::{HttpJudge, Judgement, TransportError};
 /// let mut exchange = judge.exchange(false);
 /// let cap = match exchange.on_head(StatusCode::OK, &HeaderMap::new(), Duration::from_millis(20)) {
 ///     AfterHead::ReadBody { cap } => cap,
-///     AfterHead::Judged(judgement) => unreachable!("business codes need the body: {judgement}"),
+///     other => unreachable!("business codes need the body: {other:?}"),
 /// };
 /// assert_eq!(cap, 64 * 1024);
 /// let judgement = exchange.on_body(Some(br#"{"error_code":"E001"}"#));
@@ -92,6 +130,8 @@ pub struct Exchange<J: Borrow<HttpJudge>> {
 struct Head {
     status: StatusCode,
     retry_after: Option<Duration>,
+    /// A gRPC response whose status comes in its trailers.
+    grpc: bool,
 }
 
 /// What to do once the head is judged ([`Exchange::on_head`]).
@@ -106,6 +146,10 @@ pub enum AfterHead {
         /// The most bytes to read ([`HttpJudge::body_cap`]).
         cap: usize,
     },
+    /// A gRPC response whose `grpc-status` comes in its trailers: let the body stream to
+    /// its end, then give the trailers to [`Exchange::on_trailers`] (`None` when the body
+    /// ended without them).
+    AwaitTrailers,
 }
 
 impl<J: Borrow<HttpJudge>> Exchange<J> {
@@ -147,13 +191,20 @@ impl<J: Borrow<HttpJudge>> Exchange<J> {
         latency: Duration,
     ) -> AfterHead {
         let judge = self.judge.borrow();
+        let grpc = judge.is_grpc(status, headers);
         let head = Head {
             status,
             retry_after: judge.retry_hint(status, headers),
+            grpc: grpc && !crate::GrpcStatus::is_in(headers),
         };
         self.head = Some(head);
         self.latency = latency;
-        if judge.wants_body(status) {
+        if head.grpc {
+            AfterHead::AwaitTrailers
+        } else if grpc {
+            // Trailers-only: the status is in the head.
+            AfterHead::Judged(judge.judge_grpc(Some(headers), latency, self.probe))
+        } else if judge.wants_body(status) {
             AfterHead::ReadBody {
                 cap: judge.body_cap(),
             }
@@ -170,9 +221,12 @@ impl<J: Borrow<HttpJudge>> Exchange<J> {
 
     /// The body was read: `Some` with all of it when it fitted the cap, `None` when it is
     /// bigger (it is then judged by its head). Gives the final judgement. After a head
-    /// that needed no body, this is the head's judgement again.
+    /// that needed no body, this is the head's judgement again; after
+    /// [`AfterHead::AwaitTrailers`], a body that ended without trailers
+    /// (`grpc-status missing`).
     pub fn on_body(&mut self, body: Option<&[u8]>) -> Judgement {
         match self.head {
+            Some(head) if head.grpc => self.on_trailers(None),
             Some(head) => self.judge.borrow().judge_parts(
                 head.status,
                 head.retry_after,
@@ -181,6 +235,22 @@ impl<J: Borrow<HttpJudge>> Exchange<J> {
                 self.probe,
             ),
             None => Judgement::new(Verdict::Failure, TransportError::NoResponse.reason()),
+        }
+    }
+
+    /// The body ended, with `trailers` (`None` when it had none): after
+    /// [`AfterHead::AwaitTrailers`], the judgement of the gRPC status they carry (a
+    /// failure when none or a malformed one, `grpc-status missing` or `grpc-status
+    /// invalid`), with the latency rule on the time to the head. After any other head,
+    /// the trailers say nothing: this is [`Exchange::on_body`] without a body.
+    pub fn on_trailers(&mut self, trailers: Option<&HeaderMap>) -> Judgement {
+        match self.head {
+            Some(head) if head.grpc => {
+                self.judge
+                    .borrow()
+                    .judge_grpc(trailers, self.latency, self.probe)
+            }
+            _ => self.on_body(None),
         }
     }
 

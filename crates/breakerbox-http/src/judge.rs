@@ -10,6 +10,7 @@ use breakerbox::{Judge, Verdict};
 use http::{HeaderMap, StatusCode};
 
 use crate::business::BusinessRule;
+use crate::grpc::{is_grpc_response, GrpcJudge};
 use crate::status::{status_reason, StatusTable};
 use crate::{HttpJudgeConfig, HttpJudgeError, HumanDuration, Judgement, TransportError};
 
@@ -28,6 +29,11 @@ pub const DEFAULT_BODY_CAP: usize = 64 * 1024;
 ///    code fails even a 200, a success code succeeds;
 /// 3. latency: a success slower than the threshold (the probe threshold for half-open
 ///    probes) fails. Ignored responses stay ignored.
+///
+/// With gRPC rules ([`HttpJudgeBuilder::grpc`], config key `grpc`), a gRPC response (a
+/// 200 of content type `application/grpc`, [`crate::is_grpc_response`]) is judged by its
+/// `grpc-status` instead of rules 1 and 2 ([`GrpcJudge`]), then by latency (a slow `OK`
+/// fails); any other status is judged by the HTTP rules.
 ///
 /// ```
 /// use breakerbox_http::HttpJudge;
@@ -62,6 +68,7 @@ pub struct HttpJudge {
     probe_slow: Option<Duration>,
     honor_retry_after: bool,
     body_cap: usize,
+    grpc: Option<GrpcJudge>,
 }
 
 impl Default for HttpJudge {
@@ -74,6 +81,7 @@ impl Default for HttpJudge {
             probe_slow: None,
             honor_retry_after: false,
             body_cap: DEFAULT_BODY_CAP,
+            grpc: None,
         }
     }
 }
@@ -135,6 +143,7 @@ impl HttpJudge {
             probe_slow: config.probe_slow_threshold,
             honor_retry_after: config.honor_retry_after,
             body_cap,
+            grpc: config.grpc.as_ref().map(GrpcJudge::new),
         })
     }
 
@@ -161,6 +170,11 @@ impl HttpJudge {
     /// [`HttpJudge::body_cap`] bytes); `None` when it was not read, was bigger than the cap
     /// or could not be read: the response is then judged without it.
     ///
+    /// A gRPC response (with gRPC rules) is judged by the `grpc-status` of its headers: a
+    /// trailers-only response carries it there; one whose status comes in its trailers is
+    /// judged `grpc-status missing` here, so give the trailers to [`HttpJudge::judge_grpc`]
+    /// or drive an [`Exchange`](crate::Exchange), which waits for them.
+    ///
     /// This judges a whole exchange in one call; adapters that do I/O drive an
     /// [`Exchange`](crate::Exchange) instead ([`HttpJudge::exchange`]), which reads the
     /// body only when a rule needs it and settles latency and body errors the same way
@@ -173,8 +187,78 @@ impl HttpJudge {
         latency: Duration,
         probe: bool,
     ) -> Judgement {
+        if self.is_grpc(status, headers) {
+            return self.judge_grpc(Some(headers), latency, probe);
+        }
         let retry_after = self.retry_hint(status, headers);
         self.judge_parts(status, retry_after, body, latency, probe)
+    }
+
+    /// The gRPC rules, when gRPC responses are judged by their `grpc-status`.
+    #[inline]
+    pub fn grpc(&self) -> Option<&GrpcJudge> {
+        self.grpc.as_ref()
+    }
+
+    /// Whether a response with this head is judged by its `grpc-status`: the judge has
+    /// gRPC rules and the response is a gRPC one ([`crate::is_grpc_response`]).
+    #[inline]
+    pub fn is_grpc(&self, status: StatusCode, headers: &HeaderMap) -> bool {
+        self.grpc.is_some() && is_grpc_response(status, headers)
+    }
+
+    /// Judges a gRPC call that ended with `trailers` (the headers of a trailers-only
+    /// response; `None` when the stream ended without trailers) and whose head came after
+    /// `latency`: the code's verdict ([`GrpcJudge::judge_trailers`], with the judge's gRPC
+    /// rules or else the defaults), then the latency rule (a slow `OK` fails).
+    ///
+    /// ```
+    /// use breakerbox_http::HttpJudge;
+    /// use breakerbox::Verdict;
+    /// use http::HeaderMap;
+    /// use std::time::Duration;
+    ///
+    /// let judge = HttpJudge::builder().grpc(true).slow_threshold(Duration::from_millis(500)).build()?;
+    /// let mut trailers = HeaderMap::new();
+    /// trailers.insert("grpc-status", "0".parse()?);
+    /// let j = judge.judge_grpc(Some(&trailers), Duration::from_millis(20), false);
+    /// assert_eq!((j.verdict, j.reason.as_ref()), (Verdict::Success, "grpc OK"));
+    /// let j = judge.judge_grpc(Some(&trailers), Duration::from_secs(2), false);
+    /// assert_eq!((j.verdict, j.reason.as_ref()), (Verdict::Failure, "slow 2s > 500ms"));
+    /// trailers.insert("grpc-status", "5".parse()?);
+    /// let j = judge.judge_grpc(Some(&trailers), Duration::from_millis(20), false);
+    /// assert_eq!((j.verdict, j.reason.as_ref()), (Verdict::Ignore, "grpc NOT_FOUND"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn judge_grpc(
+        &self,
+        trailers: Option<&HeaderMap>,
+        latency: Duration,
+        probe: bool,
+    ) -> Judgement {
+        let mut judgement = match &self.grpc {
+            Some(grpc) => grpc.judge_trailers(trailers),
+            None => GrpcJudge::default().judge_trailers(trailers),
+        };
+        self.judge_latency(&mut judgement, latency, probe);
+        judgement
+    }
+
+    /// Rule 3: a success slower than the threshold fails.
+    fn judge_latency(&self, judgement: &mut Judgement, latency: Duration, probe: bool) {
+        if judgement.verdict == Verdict::Success {
+            if let Some(threshold) = self.slow_threshold_for(probe) {
+                if latency > threshold {
+                    judgement.verdict = Verdict::Failure;
+                    judgement.reason = format!(
+                        "slow {} > {}",
+                        HumanDuration(latency),
+                        HumanDuration(threshold)
+                    )
+                    .into();
+                }
+            }
+        }
     }
 
     /// The judgement of a response from what the judge keeps of its head (status and
@@ -197,19 +281,7 @@ impl HttpJudge {
                 }
             }
         }
-        if judgement.verdict == Verdict::Success {
-            if let Some(threshold) = self.slow_threshold_for(probe) {
-                if latency > threshold {
-                    judgement.verdict = Verdict::Failure;
-                    judgement.reason = format!(
-                        "slow {} > {}",
-                        HumanDuration(latency),
-                        HumanDuration(threshold)
-                    )
-                    .into();
-                }
-            }
-        }
+        self.judge_latency(&mut judgement, latency, probe);
         judgement.retry_after = retry_after;
         judgement
     }
@@ -291,7 +363,9 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 }
 
 /// A response is judged from its status and the latency (no body, not as a probe); an
-/// error is a failure. Adapters that know more (body, probe, transport kind) call the
+/// error is a failure. A gRPC response whose status comes in its trailers cannot be
+/// judged from the response alone (`grpc-status missing`): use the tower layer's HTTP
+/// form, which waits for the trailers. Adapters that know more (body, probe, transport kind) call the
 /// `judge_*` methods instead.
 impl<B, E> Judge<http::Response<B>, E> for HttpJudge {
     fn judge(&self, outcome: &Result<http::Response<B>, E>, latency: Duration) -> Verdict {

@@ -18,6 +18,13 @@
 //! - **Latency**: a success slower than a threshold fails, with an optional stricter
 //!   threshold for half-open probes.
 //! - **Retry-After** on 429 and 503, when asked for.
+//! - **gRPC** (opt-in, [`HttpJudgeConfig::grpc`]): a gRPC response is judged by its
+//!   `grpc-status`, from the headers of a trailers-only response or from the trailers
+//!   ([`GrpcJudge`]; defaults: UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED,
+//!   INTERNAL, UNKNOWN and DATA_LOSS fail; OK succeeds; client-caused codes are ignored;
+//!   each configurable by name or number). A missing or malformed status at the end of the
+//!   stream fails (`grpc-status missing`, `grpc-status invalid`); a non-200 status is
+//!   judged by the HTTP rules.
 //!
 //! Every verdict comes with a short reason (`status 503`, `business code E001`,
 //! `slow 1.2s > 800ms`, `timeout`) in a [`Judgement`]. The judge is configured from code
@@ -61,6 +68,7 @@ mod business;
 mod config;
 mod error;
 mod exchange;
+mod grpc;
 mod judge;
 mod judgement;
 mod status;
@@ -72,6 +80,10 @@ pub use breakerbox::config::{parse_duration, HumanDuration};
 pub use config::{BusinessConfig, HttpJudgeConfig};
 pub use error::HttpJudgeError;
 pub use exchange::{AfterHead, Exchange};
+pub use grpc::{
+    default_verdict as grpc_default_verdict, is_grpc_response, GrpcCode, GrpcConfig, GrpcJudge,
+    GrpcStatus, INVALID_REASON as GRPC_INVALID_REASON, MISSING_REASON as GRPC_MISSING_REASON,
+};
 pub use judge::{HttpJudge, HttpJudgeBuilder, DEFAULT_BODY_CAP};
 pub use judgement::Judgement;
 pub use status::StatusSelector;

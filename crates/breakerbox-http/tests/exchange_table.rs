@@ -64,6 +64,11 @@ fn play(judge: &HttpJudge, case: &Case) -> (Judgement, Duration) {
             None if body.len() > cap => exchange.on_body(None),
             None => exchange.on_body(Some(body.as_bytes())),
         },
+        // A gRPC head: the body streams to its end, which has no trailers in this table.
+        AfterHead::AwaitTrailers => match cut {
+            Some(_) => exchange.on_body_error(TransportError::NoResponse),
+            None => exchange.on_trailers(None),
+        },
     };
     (judgement, exchange.latency())
 }

@@ -145,6 +145,10 @@ impl<B: Breaker> Middleware for CircuitBreakerMiddleware<B> {
             Ok(Ok(response)) => {
                 match exchange.on_head(response.status(), response.headers(), latency) {
                     AfterHead::Judged(judgement) => (Ok(response), Some(judgement)),
+                    // A gRPC status in the trailers: reqwest hands the body to its caller
+                    // and shows this middleware no trailers, so the call is not judged (the
+                    // permit is released). gRPC clients use the tower layer, which waits.
+                    AfterHead::AwaitTrailers => (Ok(response), None),
                     AfterHead::ReadBody { cap } => match deadline.run(peek(response, cap)).await {
                         Ok(Ok(peeked)) => {
                             let judgement = exchange.on_body(peeked.body.as_deref());

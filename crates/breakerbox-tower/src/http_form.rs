@@ -40,7 +40,12 @@ use crate::service::CircuitBreakerService;
 /// - latency is the time to the response head from admission, through the breaker's
 ///   clock (reading the body for business codes does not count); a half-open probe is
 ///   judged with the judge's probe threshold;
-/// - the [`Judgement`](breakerbox_http::Judgement) is put in the response's extensions.
+/// - the [`Judgement`](breakerbox_http::Judgement) is put in the response's extensions;
+/// - with gRPC rules ([`HttpJudge::grpc`], for tonic channels), a gRPC response whose
+///   status is in its trailers is handed on at once; its body ([`ReplayBody`]) carries
+///   the permit and records the judgement of the trailers when it ends (no trailers or
+///   a broken body: a failure). Dropped before its end, it releases the permit
+///   unjudged. Such a response has no `Judgement` in its extensions (it comes later).
 #[derive(Clone)]
 pub struct Http {
     judge: Arc<HttpJudge>,

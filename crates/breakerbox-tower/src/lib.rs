@@ -17,6 +17,11 @@
 //!   as reqwest and the proxy do: latency is the time to the response head, a body that
 //!   fails while read for judging is a failure, and the
 //!   [`breakerbox_http::Judgement`] goes in the response's extensions.
+//! - gRPC (tonic channels): with a judge that has gRPC rules
+//!   (`HttpJudge::builder().grpc(true)`), a call is judged by its `grpc-status`, from a
+//!   trailers-only response's head or from the trailers when the response body ends
+//!   (the body carries the permit until then; dropped before its end, it releases it
+//!   unjudged).
 //!
 //! ## Behaviour
 //!

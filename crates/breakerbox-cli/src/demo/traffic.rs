@@ -293,6 +293,11 @@ impl Callers {
                         Ok(body) => exchange.on_body((body.len() <= cap).then_some(&body[..])),
                         Err(_) => exchange.on_body_error(TransportError::Other),
                     },
+                    // The demo's upstreams speak HTTP/1.1 without trailers.
+                    AfterHead::AwaitTrailers => match body {
+                        Ok(_) => exchange.on_trailers(None),
+                        Err(_) => exchange.on_body_error(TransportError::Other),
+                    },
                 }
             }
         };

@@ -299,6 +299,9 @@ impl Worker {
                     match exchange.on_head(parts.status, &parts.headers, head.latency) {
                         AfterHead::Judged(judgement) => (Some(judgement), None),
                         AfterHead::ReadBody { cap } => (None, Some(cap)),
+                        // gRPC with its status in the trailers: judged at the body's end,
+                        // which relays no trailers yet (`grpc-status missing`).
+                        AfterHead::AwaitTrailers => (None, None),
                     };
                 // A tunnel took the place (if any) already.
                 let outcome = Outcome {

@@ -308,6 +308,8 @@ impl Replayer {
                 };
                 exchange.on_body(body.as_deref())
             }
+            // A trace records no trailers: a gRPC status in them is not known.
+            AfterHead::AwaitTrailers => exchange.on_trailers(None),
         }
     }
 

@@ -4,7 +4,10 @@ use std::time::Duration;
 
 use breakerbox::Verdict;
 
-use crate::{BusinessConfig, HttpJudge, HttpJudgeConfig, HttpJudgeError, StatusSelector};
+use crate::{
+    BusinessConfig, GrpcCode, GrpcConfig, HttpJudge, HttpJudgeConfig, HttpJudgeError,
+    StatusSelector,
+};
 
 /// Builds an [`HttpJudge`]; every method has the name of the config key it sets.
 ///
@@ -137,6 +140,60 @@ impl HttpJudgeBuilder {
     /// A stricter latency threshold for half-open probes.
     pub fn probe_slow_threshold(mut self, threshold: Duration) -> Self {
         self.config.probe_slow_threshold = Some(threshold);
+        self
+    }
+
+    /// Judges gRPC responses by their `grpc-status` (`true`, with the defaults and any
+    /// rule given with [`Self::grpc_code`]) or not (`false`, the default: they are then
+    /// judged as any HTTP response, by status).
+    ///
+    /// ```
+    /// use breakerbox_http::{GrpcCode, HttpJudge};
+    /// use breakerbox::Verdict;
+    ///
+    /// let judge = HttpJudge::builder()
+    ///     .grpc(true)
+    ///     .grpc_code("not_found", Verdict::Failure)
+    ///     .grpc_code("12", Verdict::Failure)
+    ///     .build()?;
+    /// let grpc = judge.grpc().expect("on");
+    /// assert_eq!(grpc.verdict(GrpcCode::NotFound), Verdict::Failure);
+    /// assert_eq!(grpc.verdict(GrpcCode::Unimplemented), Verdict::Failure);
+    /// assert_eq!(grpc.verdict(GrpcCode::Cancelled), Verdict::Ignore);
+    ///
+    /// let error = HttpJudge::builder().grpc_code("NOPE", Verdict::Failure).build().unwrap_err();
+    /// assert_eq!(error.key(), "grpc.codes.\"NOPE\"");
+    /// # Ok::<(), breakerbox_http::HttpJudgeError>(())
+    /// ```
+    pub fn grpc(mut self, on: bool) -> Self {
+        match (on, &self.config.grpc) {
+            (true, None) => self.config.grpc = Some(GrpcConfig::default()),
+            (false, _) => self.config.grpc = None,
+            (true, Some(_)) => {}
+        }
+        self
+    }
+
+    /// A rule for a gRPC code, by name in any case (`"UNAVAILABLE"`) or number
+    /// (`"14"`); turns gRPC judging on. A bad code is reported by
+    /// [`HttpJudgeBuilder::build`], naming `grpc.codes."..."`.
+    pub fn grpc_code(mut self, code: &str, verdict: Verdict) -> Self {
+        match code.parse::<GrpcCode>() {
+            Ok(code) => self = self.grpc_rule(code, verdict),
+            Err(error) => {
+                self.error.get_or_insert(error);
+            }
+        }
+        self
+    }
+
+    /// A rule for a gRPC code; turns gRPC judging on.
+    pub fn grpc_rule(mut self, code: GrpcCode, verdict: Verdict) -> Self {
+        self.config
+            .grpc
+            .get_or_insert_with(GrpcConfig::default)
+            .codes
+            .insert(code, verdict);
         self
     }
 

@@ -14,7 +14,7 @@ use http::response::Parts;
 use http_body::{Body, Frame};
 use pin_project_lite::pin_project;
 
-use super::body::{to_bytes, ReplayBody};
+use super::body::{to_bytes, ReplayBody, Settle};
 use super::Http;
 use crate::admission::Admission;
 use crate::deadline::Deadline;
@@ -35,6 +35,27 @@ impl<C: Breaker> Ticket<C> {
         let latency = self.exchange.latency();
         self.admission
             .record_hinted(judgement.verdict, latency, judgement.retry_after);
+    }
+}
+
+impl<C: Breaker> Settle for Ticket<C>
+where
+    Ticket<C>: Send,
+{
+    fn trailers(self: Box<Self>, trailers: Option<&http::HeaderMap>) {
+        let mut ticket = *self;
+        let judgement = ticket.exchange.on_trailers(trailers);
+        ticket.record(&judgement);
+    }
+
+    fn failed(self: Box<Self>, error: TransportError) {
+        let mut ticket = *self;
+        let judgement = ticket.exchange.on_body_error(error);
+        ticket.record(&judgement);
+    }
+
+    fn poll_deadline(&mut self, cx: &mut Context<'_>) -> Poll<breakerbox::DeadlineElapsed> {
+        self.deadline.poll_elapsed(cx)
     }
 }
 
@@ -154,6 +175,13 @@ where
                         .on_head(parts.status, &parts.headers, latency);
                     let judgement = match head {
                         AfterHead::Judged(judgement) => judgement,
+                        // gRPC: the trailers decide, at the body's end; the body streams
+                        // on to the caller, carrying the call's permit.
+                        AfterHead::AwaitTrailers => {
+                            state.set(State::Done);
+                            let body = ReplayBody::judging(body, Box::new(ticket));
+                            return Poll::Ready(Ok(http::Response::from_parts(parts, body)));
+                        }
                         // Bigger than the cap by its declared length: judged without it.
                         AfterHead::ReadBody { cap } if body.size_hint().lower() > cap as u64 => {
                             ticket.exchange.on_body(None)
