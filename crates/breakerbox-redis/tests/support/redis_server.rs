@@ -253,6 +253,20 @@ impl RedisServer {
     }
 
     /// The total of every command's calls in INFO commandstats.
+    /// Calls so far per command (`INFO commandstats`), by command name.
+    pub fn calls_by_command(&self) -> std::collections::BTreeMap<String, u64> {
+        self.info("commandstats")
+            .lines()
+            .filter_map(|l| {
+                let (name, rest) = l.strip_prefix("cmdstat_")?.split_once(":calls=")?;
+                Some((
+                    name.to_string(),
+                    rest.split(',').next()?.parse::<u64>().ok()?,
+                ))
+            })
+            .collect()
+    }
+
     pub fn total_command_calls(&self) -> u64 {
         self.info("commandstats")
             .lines()
