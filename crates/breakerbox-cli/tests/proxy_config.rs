@@ -163,6 +163,10 @@ fn ambiguous_or_meaningless_configs_are_errors_naming_the_key() {
             format!("{}[limits]\nmax_header_bytes = 1073741824\n[[upstream]]\nname = \"a\"\nroute = \"/\"\nurl = \"http://127.0.0.1:1\"\n", listeners()),
             "limits.max_header_bytes: invalid value 1073741824: expected at most 1048576",
         ),
+        (
+            format!("{}[upstream.judge]\ngrpc = true\n", with_url("http://127.0.0.1:1")),
+            "upstream[0].judge.grpc: not supported by the proxy yet",
+        ),
     ] {
         let (ok, stderr) = check(&dir, "bad.toml", &config);
         assert!(!ok, "passed --check:\n{config}");

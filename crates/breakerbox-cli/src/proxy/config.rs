@@ -513,6 +513,13 @@ fn upstream(
     }
     if let Some(value) = table.get("judge") {
         match HttpJudgeConfig::deserialize(value.clone()) {
+            // gRPC needs HTTP/2 to the upstream and its trailers judged, which the proxy
+            // does not do yet: judged without trailers, every streamed answer would be a
+            // failure (`grpc-status missing`).
+            Ok(j) if j.grpc.is_some() => errors.push(
+                &join(path, "judge.grpc"),
+                "not supported by the proxy yet (it speaks HTTP/1.1 to upstreams; gRPC needs HTTP/2)",
+            ),
             Ok(j) => spec.judge = j,
             Err(e) => errors.push(&join(path, "judge"), e.message().trim()),
         }
