@@ -98,7 +98,7 @@ impl ScriptKind {
 /// `lua-mutants`, for `scripts/lua_mutants.py`: its test binaries are built once, and each
 /// mutant only writes the files again and runs them). Read once per process, on first use.
 #[cfg(feature = "lua-mutants")]
-mod from_dir {
+pub(crate) mod from_dir {
     use std::path::Path;
     use std::sync::OnceLock;
 
@@ -116,6 +116,30 @@ mod from_dir {
             Some(ScriptKind::ALL.map(|kind| read(Path::new(&dir), kind)))
         });
         sources.as_ref().map(|all| all[kind.index()].as_str())
+    }
+
+    static MANY: OnceLock<Option<String>> = OnceLock::new();
+
+    /// `record_many.lua` joined like `store::many::SOURCE` joins it (the prelude and
+    /// `record.lua` as `record_one`, then the driver), from the directory, or `None`
+    /// without `BREAKERBOX_LUA_DIR`.
+    pub(crate) fn many() -> Option<&'static str> {
+        MANY.get_or_init(|| {
+            let dir = std::env::var_os("BREAKERBOX_LUA_DIR")?;
+            let dir = Path::new(&dir);
+            let record = read(dir, ScriptKind::Record);
+            let file = dir.join("record_many.lua");
+            Some(match std::fs::read_to_string(&file) {
+                Ok(driver) => {
+                    format!("local function record_one(KEYS, ARGV)\n{record}\nend\n{driver}")
+                }
+                Err(e) => {
+                    let why = format!("{}: {e}", file.display());
+                    format!("return redis.error_reply({why:?})")
+                }
+            })
+        })
+        .as_deref()
     }
 
     /// The prelude and the operation's file joined like `script!` joins them. A file that

@@ -24,6 +24,17 @@ pub(crate) const SOURCE: &str = concat!(
     include_str!("../../lua/record_many.lua")
 );
 
+/// The source sent to Redis: [`SOURCE`]; with the feature `lua-mutants` and
+/// `BREAKERBOX_LUA_DIR` set, the same files read from that directory (as
+/// [`crate::ScriptKind::source`] reads the other scripts).
+fn source() -> &'static str {
+    #[cfg(feature = "lua-mutants")]
+    if let Some(source) = crate::scripts::from_dir::many() {
+        return source;
+    }
+    SOURCE
+}
+
 /// The digest Redis gave the script.
 #[derive(Debug, Default)]
 pub(crate) struct Many {
@@ -137,7 +148,7 @@ impl Link {
 
     async fn load(&self, conn: &mut crate::target::RedisConnection) -> Result<String, StoreError> {
         let sha = conn
-            .load_script(SOURCE, "")
+            .load_script(source(), "")
             .await
             .map_err(|e| self.failed(e))?;
         self.many.set(sha.clone());
