@@ -21,8 +21,9 @@ load fails (so the binaries do read the directory).
 --function limits the mutants to the bodies of the named Lua functions (`local function
 NAME`, up to the next top-level `end`; `None` for a script's top level); --list prints the
 mutants without running them. --test names the test binaries (default: scripts,
-script_edges, script_values, script_arguments, script_quorum, differential); --cases the
-differential test's cases (BB_DIFF_CASES, default 200; no shrinking). --resume keeps what
+script_edges, script_values, script_arguments, script_quorum, record_many, differential);
+--cases the differential test's cases (BB_DIFF_CASES, default 200; no shrinking).
+--resume keeps what
 target/lua-mutants/results.json caught and runs only the other mutants (after adding
 tests), survivors first; with --recheck it also runs again the kills that an older runner
 recorded without the binary and tests that caught them (`by`).
@@ -46,7 +47,7 @@ WORK = ROOT / "target" / "lua-mutants"
 LUA_COPY = WORK / "lua"
 CRATE = ROOT / "crates" / "breakerbox-redis"
 TESTS = ["scripts", "script_edges", "script_values", "script_arguments", "script_quorum",
-         "differential"]
+         "record_many", "differential"]
 
 # Operator -> replacements. Longest operators first so `<=` is not read as `<`.
 FLIPS = [

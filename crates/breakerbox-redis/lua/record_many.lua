@@ -18,9 +18,10 @@ for i = 1, #KEYS do
   local ok, reply = pcall(one, { KEYS[i] }, argv)
   if ok then
     out[i] = reply
-  elseif type(reply) == 'table' and reply.err then
-    out[i] = { 'error', tostring(reply.err) }
   else
+    -- A failed redis.call comes as its message, or (on some servers) as the error
+    -- reply's table: its message in `err`.
+    if type(reply) == 'table' then reply = reply.err end
     out[i] = { 'error', tostring(reply) }
   end
 end

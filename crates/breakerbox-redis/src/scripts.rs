@@ -99,7 +99,7 @@ impl ScriptKind {
 /// `lua-mutants`, for `scripts/lua_mutants.py`: its test binaries are built once, and each
 /// mutant only writes the files again and runs them). Read once per process, on first use.
 #[cfg(feature = "lua-mutants")]
-mod from_dir {
+pub(crate) mod from_dir {
     use std::path::Path;
     use std::sync::OnceLock;
 
@@ -117,6 +117,36 @@ mod from_dir {
             Some(ScriptKind::ALL.map(|kind| read(Path::new(&dir), kind)))
         });
         sources.as_ref().map(|all| all[kind.index()].as_str())
+    }
+
+    static MANY: OnceLock<Option<[String; 2]>> = OnceLock::new();
+
+    /// `record_many.lua` joined like `store::many` joins it (the prelude and the
+    /// operation's file, `record.lua` or `read.lua`, as `one`, then the driver), from the
+    /// directory, or `None` without `BREAKERBOX_LUA_DIR` (or for another operation).
+    pub(crate) fn many(operation: ScriptKind) -> Option<&'static str> {
+        let index = match operation {
+            ScriptKind::Record => 0,
+            ScriptKind::Read => 1,
+            _ => return None,
+        };
+        let all = MANY.get_or_init(|| {
+            let dir = std::env::var_os("BREAKERBOX_LUA_DIR")?;
+            let dir = Path::new(&dir);
+            let file = dir.join("record_many.lua");
+            let driver = std::fs::read_to_string(&file);
+            Some([ScriptKind::Record, ScriptKind::Read].map(|kind| {
+                let one = read(dir, kind);
+                match &driver {
+                    Ok(driver) => format!("local function one(KEYS, ARGV)\n{one}\nend\n{driver}"),
+                    Err(e) => {
+                        let why = format!("{}: {e}", file.display());
+                        format!("return redis.error_reply({why:?})")
+                    }
+                }
+            }))
+        });
+        all.as_ref().map(|all| all[index].as_str())
     }
 
     /// The prelude and the operation's file joined like `script!` joins them. A file that

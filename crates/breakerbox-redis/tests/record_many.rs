@@ -190,3 +190,37 @@ async fn a_corrupt_breaker_is_repaired_alone() {
         "+hash".to_string()
     );
 }
+
+#[tokio::test]
+async fn a_breaker_whose_call_fails_answers_its_own_error_and_the_others_are_recorded() {
+    let server = RedisServer::start();
+    let good = store(&server, "fine");
+    // A TTL Redis refuses: record.lua's PEXPIRE of the new hash fails on the server.
+    let client = redis::Client::open(server.url()).unwrap();
+    let options = StoreOptions {
+        prefix: "many:".to_string(),
+        timeout: Duration::from_secs(2),
+        ttl: Duration::MAX,
+        ..StoreOptions::default()
+    };
+    let bad = RedisStore::new(client, "refused", &config(), &options);
+    let items = [BatchItem::Outcome(OutcomeArg::new(
+        0,
+        PermitKind::Normal,
+        Verdict::Failure,
+        Duration::ZERO,
+    ))];
+    let replies = good
+        .record_many(&[(&bad, &items), (&good, &items)], None, 0.0)
+        .await
+        .unwrap();
+    match &replies[0] {
+        Err(breakerbox_redis::StoreError::Protocol(why)) => assert!(
+            why.contains("value is not an integer or out of range"),
+            "the server's own message: {why:?}"
+        ),
+        other => panic!("expected the server's error, got {other:?}"),
+    }
+    let good_reply = replies[1].as_ref().unwrap();
+    assert_eq!(good_reply.state.consecutive_failures, 1);
+}

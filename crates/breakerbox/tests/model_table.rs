@@ -1023,6 +1023,57 @@ fn a_shadow_passthrough_permit_of_a_half_open_phase_frees_no_probe_slot() {
     assert_eq!(m.state.phase, Phase::HalfOpen);
 }
 
+// ----- rule 23: the ramp -------------------------------------------------------------------
+
+/// One failure trips; the open phase doubles with every trip (10 s, 20 s, ...); one probe
+/// success closes, into a 10 s ramp from half of the calls.
+fn ramped() -> ConfigBuilder {
+    one_failure_trips()
+        .backoff(2.0, Duration::from_secs(600))
+        .required_successes(1)
+        .ramp(0.5, Duration::from_secs(10))
+}
+
+/// Trips at 0 s and closes at 10 s into a ramp that ends at 20 s, with the trip kept.
+fn closed_into_a_ramp() -> Model {
+    let mut m = Model::new(ramped());
+    m.trip_now(secs(0));
+    let probe = m.admit(secs(10));
+    assert_eq!(probe.kind, PermitKind::Probe);
+    m.outcome(probe, Verdict::Success, Nanos::ZERO, secs(10));
+    assert_eq!(
+        (m.state.phase, m.state.ramp_started, m.state.trips),
+        (Phase::Closed, Some(secs(10)), 1),
+        "the close keeps the trip while the ramp lasts"
+    );
+    m
+}
+
+#[test]
+fn an_acquire_after_the_ramp_ends_it_and_resets_the_trips() {
+    let mut m = closed_into_a_ramp();
+    m.admit(secs(20));
+    assert_eq!(
+        (m.state.ramp_started, m.state.trips),
+        (None, 0),
+        "the recovery is complete"
+    );
+}
+
+#[test]
+fn a_trip_after_the_ramp_is_the_first_one() {
+    let mut m = closed_into_a_ramp();
+    // No acquire since the ramp ran out: the trip itself ends it first.
+    let held = m.admit(secs(19));
+    m.outcome(held, Verdict::Failure, Nanos::ZERO, secs(20));
+    assert_eq!(m.state.phase, Phase::Open);
+    assert_eq!(
+        (m.state.trips, m.state.open_until),
+        (1, secs(30)),
+        "the base cool-down, not the backed-off one"
+    );
+}
+
 // ----- names ----------------------------------------------------------------------------------
 
 #[test]

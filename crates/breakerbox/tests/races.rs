@@ -313,6 +313,64 @@ fn an_acquire_that_finds_the_half_open_phase_begun_and_full_under_it_rejects_unt
     assert_eq!(rig.breaker.snapshot().probes_in_flight, 1);
 }
 
+// ----- acquire when an override has run out ----------------------------------------------------
+
+#[test]
+fn an_acquire_that_ends_an_override_is_admitted_in_the_closed_phase_whatever_a_listener_does() {
+    // A listener that forces the breaker open on hearing that the override expired: it
+    // runs after the acquire that ended the override decided, before that acquire returns.
+    let handle: Arc<Mutex<Option<CircuitBreaker<HookClock>>>> = Arc::new(Mutex::new(None));
+    let slot = handle.clone();
+    let rig = Rig::with(|builder| {
+        builder.listener(move |event: &Event<'_>| {
+            if let EventKind::Transition(t) = event.kind {
+                if t.reason == TransitionReason::OverrideExpired {
+                    // Taken out, so the breaker does not keep itself alive.
+                    let breaker = slot.lock().expect("slot lock").take();
+                    if let Some(breaker) = breaker {
+                        breaker.force_open();
+                    }
+                }
+            }
+        })
+    });
+    *handle.lock().expect("slot lock") = Some(rig.breaker.clone());
+    rig.breaker.disable_for(Duration::from_secs(10));
+    rig.clock.time.advance(Duration::from_secs(10));
+
+    let permit = rig
+        .breaker
+        .try_acquire()
+        .expect("the closed phase the override expired into admits");
+    assert!(
+        handle.lock().expect("slot lock").is_none(),
+        "the listener ran"
+    );
+    let snapshot = rig.breaker.snapshot();
+    assert_eq!(snapshot.phase, Phase::ForcedOpen);
+    assert_eq!(
+        (permit.kind(), permit.generation()),
+        (PermitKind::Normal, snapshot.generation - 1),
+        "the acquire was decided under the lock, in the closed phase it began, not again \
+         after the news of it"
+    );
+    let reasons: Vec<_> = rig.take_transitions().into_iter().map(|t| t.2).collect();
+    assert_eq!(
+        reasons,
+        [
+            TransitionReason::Disabled,
+            TransitionReason::OverrideExpired,
+            TransitionReason::ForcedOpen
+        ]
+    );
+    permit.success();
+    assert_eq!(
+        rig.breaker.snapshot().stale_results,
+        1,
+        "its phase had ended"
+    );
+}
+
 // ----- outcomes --------------------------------------------------------------------------------
 
 #[test]

@@ -39,10 +39,26 @@ pub(crate) enum ManyKind {
 }
 
 impl ManyKind {
+    /// The source sent to Redis; with the feature `lua-mutants` and `BREAKERBOX_LUA_DIR`
+    /// set, the same files read from that directory (as [`crate::ScriptKind::source`]
+    /// reads the other scripts).
     fn source(self) -> &'static str {
+        #[cfg(feature = "lua-mutants")]
+        if let Some(source) = crate::scripts::from_dir::many(self.operation()) {
+            return source;
+        }
         match self {
             ManyKind::Record => many!("record.lua"),
             ManyKind::Read => many!("read.lua"),
+        }
+    }
+
+    /// The script each key's call runs.
+    #[cfg(feature = "lua-mutants")]
+    fn operation(self) -> crate::ScriptKind {
+        match self {
+            ManyKind::Record => crate::ScriptKind::Record,
+            ManyKind::Read => crate::ScriptKind::Read,
         }
     }
 

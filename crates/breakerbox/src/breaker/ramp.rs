@@ -64,11 +64,11 @@ impl<C: Clock> Engine<C> {
     /// the ramp is over at `now`, clear the flag and reset `trips` (the recovery is done).
     pub(super) fn settle_ramp_locked(&self, cold: &mut Cold, w: Word, now: Nanos) {
         let current = self.load();
-        if current.generation() != w.generation()
-            || current.phase() != Phase::Closed
-            || !current.ramping()
-            || self.ramp_fraction_ppm(now).is_some()
-        {
+        // A closed word holds only its generation and the flag (the half-open counters
+        // are cleared on every phase change, and only the flag is ever set in a closed
+        // phase), so one comparison asks all three: the same generation, still closed,
+        // still ramping.
+        if current != w.with_ramp(true) || self.ramp_fraction_ppm(now).is_some() {
             return;
         }
         cold.trips = 0;

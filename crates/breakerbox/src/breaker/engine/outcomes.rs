@@ -254,3 +254,60 @@ impl<C: Clock> Engine<C> {
         }
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::time::Duration;
+
+    use super::super::Engine;
+    use crate::model::PermitKind;
+    use crate::sync::Ordering;
+    use crate::{Clock, Config, ManualClock, Nanos, Phase, Verdict};
+
+    const RECOVERY: Duration = Duration::from_secs(1);
+
+    /// A probe's result that had checked its half-open phase, then found the lock after
+    /// that phase ended and a new one began (the window between `record_probe`'s load and
+    /// `locked_probe_end`'s lock, which no clock reading marks for `tests/races.rs`): it is
+    /// stale, and the new phase goes on.
+    #[test]
+    fn a_probe_end_of_an_ended_half_open_phase_leaves_the_next_one_alone() {
+        let config = Config::builder()
+            .consecutive_failures(1)
+            .recovery_timeout(RECOVERY)
+            .max_probes(2)
+            .required_successes(1)
+            .build()
+            .expect("a valid config");
+        let clock = ManualClock::new();
+        let engine = Engine::new(config, clock.clone(), "t".into(), Default::default(), None);
+        let (closed, _) = engine.acquire().expect("closed admits");
+        engine.record(closed, PermitKind::Normal, Verdict::Failure, Nanos(0), None);
+        clock.advance(RECOVERY);
+        let (ended, kind) = engine.acquire().expect("the first probe");
+        assert_eq!(
+            (kind, engine.load().phase()),
+            (PermitKind::Probe, Phase::HalfOpen)
+        );
+        let (same, _) = engine.acquire().expect("the second probe");
+        assert_eq!(same, ended);
+        // The second probe fails; after the (longer) cool-down a new half-open phase
+        // admits a probe. The first probe's result is on its way meanwhile.
+        engine.record(same, PermitKind::Probe, Verdict::Failure, Nanos(0), None);
+        clock.advance(RECOVERY * 100);
+        let (next, kind) = engine.acquire().expect("a probe of the new phase");
+        assert_eq!(kind, PermitKind::Probe);
+        assert_ne!(next, ended);
+
+        for (n, result) in [Ok(()), Err(None)].into_iter().enumerate() {
+            engine.locked_probe_end(ended, clock.now(), result);
+            let w = engine.load();
+            assert_eq!(
+                (w.phase(), w.generation(), w.in_flight()),
+                (Phase::HalfOpen, next, 1),
+                "{result:?} of the ended phase changed nothing"
+            );
+            assert_eq!(engine.stale.load(Ordering::Relaxed), n as u64 + 1);
+        }
+    }
+}
