@@ -14,6 +14,7 @@ mod exchange;
 mod exposition;
 mod forward;
 mod guard;
+mod headers;
 mod live;
 mod metrics;
 mod pool;

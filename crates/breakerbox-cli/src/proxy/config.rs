@@ -149,6 +149,9 @@ const TOP_KEYS: &[&str] = &[
     "upstream",
     "tls",
 ];
+/// Why `judge.grpc` is refused: the proxy does not judge trailers over HTTP/2 yet.
+const NO_GRPC: &str = "not supported by the proxy yet (gRPC needs HTTP/2 to upstreams)";
+
 /// The largest `max_header_bytes` accepted: the parser buffers this much per connection.
 const MAX_HEADER_BYTES: u64 = 1024 * 1024;
 /// The largest `max_connections` accepted (far beyond any file-descriptor limit).
@@ -513,13 +516,8 @@ fn upstream(
     }
     if let Some(value) = table.get("judge") {
         match HttpJudgeConfig::deserialize(value.clone()) {
-            // gRPC needs HTTP/2 to the upstream and its trailers judged, which the proxy
-            // does not do yet: judged without trailers, every streamed answer would be a
-            // failure (`grpc-status missing`).
-            Ok(j) if j.grpc.is_some() => errors.push(
-                &join(path, "judge.grpc"),
-                "not supported by the proxy yet (it speaks HTTP/1.1 to upstreams; gRPC needs HTTP/2)",
-            ),
+            // Without HTTP/2 and trailers, every streamed answer would be `grpc-status missing`.
+            Ok(j) if j.grpc.is_some() => errors.push(&join(path, "judge.grpc"), NO_GRPC),
             Ok(j) => spec.judge = j,
             Err(e) => errors.push(&join(path, "judge"), e.message().trim()),
         }
