@@ -7,31 +7,15 @@
 
 #[path = "support/redis_server.rs"]
 mod redis_server;
+#[path = "support/script_store.rs"]
+mod script_store;
 
 use std::time::Duration;
 
-use breakerbox::model::PermitKind;
-use breakerbox::{Config, Phase, Verdict};
-use breakerbox_redis::{OutcomeArg, RedisStore, ScriptKind, StoreOptions};
+use breakerbox::{Config, Phase};
+use breakerbox_redis::ScriptKind;
 use redis_server::RedisServer;
-
-fn failure() -> OutcomeArg {
-    OutcomeArg::new(0, PermitKind::Normal, Verdict::Failure, Duration::ZERO)
-}
-
-fn store(server: &RedisServer, name: &str, config: &Config) -> RedisStore {
-    let client = redis::Client::open(server.url()).unwrap();
-    RedisStore::new(
-        client,
-        name,
-        config,
-        &StoreOptions {
-            // Generous: a busy machine must not fail a call (nor kill a mutant).
-            timeout: Duration::from_secs(10),
-            ..StoreOptions::default()
-        },
-    )
-}
+use script_store::{failure, store};
 
 /// The config as `parse_config` (common.lua) reads it, for a config with a consecutive-
 /// failure rule and no window, deadline or ramp (as `RedisStore` sends it).

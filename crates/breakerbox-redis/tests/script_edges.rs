@@ -9,6 +9,8 @@
 
 #[path = "support/redis_server.rs"]
 mod redis_server;
+#[path = "support/script_store.rs"]
+mod script_store;
 
 use std::time::Duration;
 
@@ -16,24 +18,14 @@ use breakerbox::model::{Decision, PermitKind};
 use breakerbox::{Config, Phase, Verdict};
 use breakerbox_redis::{ManualOp, OutcomeArg, RedisStore, ReplyDecision, StoreError, StoreOptions};
 use redis_server::RedisServer;
+use script_store::{failure, outcome};
 
 fn store(server: &RedisServer, name: &str, config: &Config) -> RedisStore {
-    let client = redis::Client::open(server.url()).unwrap();
     let options = StoreOptions {
         ttl: Duration::from_secs(60),
-        // Generous: a busy machine must not fail a call (nor kill a mutant).
-        timeout: Duration::from_secs(10),
-        ..StoreOptions::default()
+        ..script_store::options()
     };
-    RedisStore::new(client, name, config, &options)
-}
-
-fn outcome(verdict: Verdict, latency: Duration) -> OutcomeArg {
-    OutcomeArg::new(0, PermitKind::Normal, verdict, latency)
-}
-
-fn failure() -> OutcomeArg {
-    outcome(Verdict::Failure, Duration::ZERO)
+    script_store::store_with(server, name, config, &options)
 }
 
 // acquire.lua: `d[1] == 'admit' and d[3] == PROBE` (the save after a probe's admission

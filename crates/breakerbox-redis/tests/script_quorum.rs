@@ -8,31 +8,15 @@
 
 #[path = "support/redis_server.rs"]
 mod redis_server;
+#[path = "support/script_store.rs"]
+mod script_store;
 
 use std::time::Duration;
 
-use breakerbox::model::PermitKind;
-use breakerbox::{Config, Phase, Verdict};
-use breakerbox_redis::{ManualOp, OutcomeArg, RedisStore, StoreOptions};
+use breakerbox::{Config, Phase};
+use breakerbox_redis::{ManualOp, RedisStore, StoreOptions};
 use redis_server::RedisServer;
-
-fn store(server: &RedisServer, name: &str, config: &Config) -> RedisStore {
-    let client = redis::Client::open(server.url()).unwrap();
-    RedisStore::new(
-        client,
-        name,
-        config,
-        &StoreOptions {
-            // Generous: a busy machine must not fail a call (nor kill a mutant).
-            timeout: Duration::from_secs(10),
-            ..StoreOptions::default()
-        },
-    )
-}
-
-fn failure() -> OutcomeArg {
-    OutcomeArg::new(0, PermitKind::Normal, Verdict::Failure, Duration::ZERO)
-}
+use script_store::{failure, store};
 
 // window.lua `window_reset`: `C.quorum > 1`: a new closed phase starts an empty record of
 // failing nodes where there is a quorum, and writes none where there is not.
