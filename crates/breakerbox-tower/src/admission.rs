@@ -4,7 +4,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use breakerbox::contract::{Breaker, BreakerPermit, LocalAdmission};
-use breakerbox::{Clock, Nanos, Verdict};
+use breakerbox::{Clock, Stamp, Verdict};
 
 use crate::error::Refusal;
 use crate::select::Select;
@@ -24,7 +24,7 @@ pub(crate) enum Readiness {
 /// at latency, the breaker's clock and the start reading.
 pub(crate) struct Admission<B: Breaker> {
     permit: B::OwnedPermit,
-    timer: Option<(B::Clock, Nanos)>,
+    timer: Option<(B::Clock, Stamp)>,
 }
 
 /// What a call's breaker answered without a round trip.
@@ -99,7 +99,7 @@ impl<B: Breaker> Admission<B> {
     fn new(permit: B::OwnedPermit, clock: &B::Clock, timed: bool) -> Self {
         let timer = if timed {
             let clock = clock.clone();
-            let started = clock.now();
+            let started = clock.stamp();
             Some((clock, started))
         } else {
             None
@@ -121,7 +121,7 @@ impl<B: Breaker> Admission<B> {
     /// The time since admission through the breaker's clock (zero when untimed).
     pub(crate) fn latency(&self) -> Duration {
         match &self.timer {
-            Some((clock, started)) => clock.now().saturating_sub(*started).as_duration(),
+            Some((clock, started)) => clock.elapsed_since(*started).as_duration(),
             None => Duration::ZERO,
         }
     }

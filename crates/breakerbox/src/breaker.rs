@@ -23,7 +23,7 @@ use crate::judge::{DefaultJudge, Judge};
 use crate::sync::{Arc, Ordering};
 use crate::{
     CallError, CircuitOpen, Clock, Config, MonotonicClock, Nanos, OwnedPermit, Permit, Phase,
-    Snapshot, Verdict,
+    Snapshot, Stamp, Verdict,
 };
 use engine::EngineWindow;
 use layout::epoch_tag;
@@ -119,6 +119,7 @@ impl<C: Clock> CircuitBreaker<C> {
 
     /// Like [`CircuitBreaker::try_acquire`], with a permit that owns a handle to the
     /// breaker, to move into a future or another thread.
+    #[inline]
     pub fn try_acquire_owned(&self) -> Result<OwnedPermit<C>, CircuitOpen> {
         let (generation, kind) = self.engine.acquire()?;
         Ok(OwnedPermit::new(
@@ -130,11 +131,11 @@ impl<C: Clock> CircuitBreaker<C> {
     }
 
     #[inline(always)]
-    fn start(&self) -> Nanos {
+    fn start(&self) -> Stamp {
         if self.engine.timed {
-            self.engine.clock.now()
+            self.engine.clock.stamp()
         } else {
-            Nanos::ZERO
+            Stamp::default()
         }
     }
 
@@ -249,9 +250,9 @@ impl<C: Clock> CircuitBreaker<C> {
         let (generation, kind) = self.engine.acquire()?;
         let timed = judge.uses_latency() || self.engine.timed;
         let started = if timed {
-            self.engine.clock.now()
+            self.engine.clock.stamp()
         } else {
-            Nanos::ZERO
+            Stamp::default()
         };
         Ok((Permit::new(&self.engine, generation, kind, started), timed))
     }
@@ -274,7 +275,7 @@ impl<C: Clock> CircuitBreaker<C> {
         J: Judge<T, E> + ?Sized,
     {
         let latency = if timed {
-            self.engine.clock.now().saturating_sub(permit.started())
+            self.engine.clock.elapsed_since(permit.started())
         } else {
             Nanos::ZERO
         };

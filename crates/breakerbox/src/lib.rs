@@ -105,7 +105,7 @@ mod sync;
 mod verdict;
 
 pub use breaker::{Builder, CircuitBreaker};
-pub use clock::{Clock, ManualClock, MonotonicClock, Nanos};
+pub use clock::{Clock, ManualClock, MonotonicClock, Nanos, Stamp};
 #[cfg(feature = "tokio")]
 pub use clock::{TokioClock, TokioDeadline};
 pub use config::{Config, ConfigBuilder, Rate};

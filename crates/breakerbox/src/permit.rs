@@ -5,7 +5,7 @@ use std::time::Duration;
 use crate::breaker::Engine;
 use crate::model::PermitKind;
 use crate::sync::Arc;
-use crate::{Clock, MonotonicClock, Nanos, Verdict};
+use crate::{Clock, MonotonicClock, Nanos, Stamp, Verdict};
 
 /// The right to make one call, borrowed from a breaker. Record the call's verdict with one
 /// of the consuming methods; dropping the permit unrecorded (a panic, a cancelled future)
@@ -26,7 +26,7 @@ pub struct Permit<'a, C: Clock = MonotonicClock> {
     engine: &'a Engine<C>,
     generation: u64,
     kind: PermitKind,
-    started: Nanos,
+    started: Stamp,
     done: bool,
 }
 
@@ -37,7 +37,7 @@ pub struct OwnedPermit<C: Clock = MonotonicClock> {
     engine: Arc<Engine<C>>,
     generation: u64,
     kind: PermitKind,
-    started: Nanos,
+    started: Stamp,
     done: bool,
 }
 
@@ -46,7 +46,7 @@ impl<'a, C: Clock> Permit<'a, C> {
         engine: &'a Engine<C>,
         generation: u64,
         kind: PermitKind,
-        started: Nanos,
+        started: Stamp,
     ) -> Self {
         Permit {
             engine,
@@ -61,7 +61,7 @@ impl<'a, C: Clock> Permit<'a, C> {
 impl<C: Clock> Permit<'_, C> {
     /// When the call started, if the permit was timed at admission.
     #[inline]
-    pub(crate) fn started(&self) -> Nanos {
+    pub(crate) fn started(&self) -> Stamp {
         self.started
     }
 }
@@ -71,7 +71,7 @@ impl<C: Clock> OwnedPermit<C> {
         engine: Arc<Engine<C>>,
         generation: u64,
         kind: PermitKind,
-        started: Nanos,
+        started: Stamp,
     ) -> Self {
         OwnedPermit {
             engine,
@@ -131,7 +131,7 @@ macro_rules! permit_methods {
             #[inline(always)]
             pub fn record(self, verdict: Verdict) {
                 let latency = if self.engine.timed {
-                    self.engine.clock.now().saturating_sub(self.started)
+                    self.engine.clock.elapsed_since(self.started)
                 } else {
                     Nanos::ZERO
                 };

@@ -9,7 +9,7 @@ use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use breakerbox::model::PermitKind;
-use breakerbox::{Clock, MonotonicClock, Nanos, OwnedPermit, Verdict};
+use breakerbox::{Clock, MonotonicClock, Nanos, OwnedPermit, Stamp, Verdict};
 
 use super::Inner;
 use crate::store::{BatchItem, OutcomeArg};
@@ -39,7 +39,7 @@ pub struct RedisPermit<C: Clock + Clone = MonotonicClock> {
     /// A probe's lease token (0 for other kinds).
     token: u64,
     route: Route<C>,
-    started: Nanos,
+    started: Stamp,
     done: bool,
 }
 
@@ -61,7 +61,7 @@ impl<C: Clock + Clone> RedisPermit<C> {
         token: u64,
         route: Route<C>,
     ) -> Self {
-        let started = inner.clock.now();
+        let started = inner.clock.stamp();
         RedisPermit {
             inner,
             generation,
@@ -103,12 +103,7 @@ impl<C: Clock + Clone> RedisPermit<C> {
     /// Records `verdict`, with the latency measured since the acquire. The record is
     /// committed now; await the answer to wait until it took effect.
     pub fn record(self, verdict: Verdict) -> Recorded {
-        let latency = self
-            .inner
-            .clock
-            .now()
-            .saturating_sub(self.started)
-            .as_duration();
+        let latency = self.inner.clock.elapsed_since(self.started).as_duration();
         self.record_with_latency(verdict, latency)
     }
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use super::{Breaker, BreakerPermit, LocalAdmission};
 use crate::model::PermitKind;
-use crate::{CircuitOpen, Clock, Config, Nanos, Phase, Snapshot, Verdict};
+use crate::{CircuitOpen, Clock, Config, Nanos, Phase, Snapshot, Stamp, Verdict};
 
 /// A boxed, sendable future.
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
@@ -31,6 +31,8 @@ trait ErasedBreaker: Send + Sync + fmt::Debug + 'static {
     fn config(&self) -> &Config;
     fn now(&self) -> Nanos;
     fn now_coarse(&self) -> Nanos;
+    fn stamp(&self) -> Stamp;
+    fn elapsed_since(&self, since: Stamp) -> Nanos;
     fn phase(&self) -> Phase;
     fn check(&self) -> Result<(), CircuitOpen>;
     fn try_acquire_local(&self) -> LocalAdmission<DynPermit>;
@@ -56,6 +58,14 @@ impl<B: Breaker> ErasedBreaker for B {
 
     fn now_coarse(&self) -> Nanos {
         Breaker::clock(self).now_coarse()
+    }
+
+    fn stamp(&self) -> Stamp {
+        Breaker::clock(self).stamp()
+    }
+
+    fn elapsed_since(&self, since: Stamp) -> Nanos {
+        Breaker::clock(self).elapsed_since(since)
     }
 
     fn phase(&self) -> Phase {
@@ -171,6 +181,14 @@ impl Clock for DynClock {
 
     fn now_coarse(&self) -> Nanos {
         self.engine.now_coarse()
+    }
+
+    fn stamp(&self) -> Stamp {
+        self.engine.stamp()
+    }
+
+    fn elapsed_since(&self, since: Stamp) -> Nanos {
+        self.engine.elapsed_since(since)
     }
 }
 
