@@ -8,7 +8,7 @@
 #   table, the model-vs-engine property test, the scenarios, the replayed races); then every
 #   mutant those miss is tried again against the loom models (tests/loom.rs), the only test
 #   of some race paths.
-# http: the HTTP judge (breakerbox-http's judge, status and business code), tested by that
+# http: the HTTP judge (breakerbox-http's judge, status, business and gRPC code), tested by that
 #   crate's tests.
 #
 # Extra arguments go to cargo-mutants, e.g. `-F 'check_rules'` to try only the mutants of
@@ -71,6 +71,8 @@ case "$suite" in
       -f "$src/judge.rs" -f "$src/judge/builder.rs" -f "$src/judgement.rs"
       -f "$src/status.rs" -f "$src/status/reasons.rs" -f "$src/status/table.rs"
       -f "$src/business.rs"
+      -f "$src/grpc.rs" -f "$src/grpc/code.rs" -f "$src/grpc/config.rs"
+      -f "$src/grpc/status.rs" -f "$src/grpc/table.rs"
     )
     tests=(-C --lib -C --tests)
     ;;

@@ -55,12 +55,15 @@ local function fmt(n)
   return string.format('%d', n)
 end
 
--- Exact floor(a / b) for non-negative integers below 2^53.
+-- Exact floor(a / b) for integers 0 <= a < 2^53 and b >= 1, which every caller divides
+-- (times below 2^53 us; the ramp's (10^6 - start) * elapsed below 10^6 * 3.6e9, as
+-- breakerbox::config::MAX_RAMP_DURATION keeps it; the ramp's acquire count; that count's
+-- residue mod 10^6 times 618031, below 6.2e11).
+-- With a = q * b + r, 0 <= r < b: the quotient a / b is correctly rounded, so it is at
+-- least q (a double) and at most a / b + (a / b) * 2^-53 < q + r / b + 1 / b <= q + 1, as
+-- a * 2^-53 < 1 <= b - r; its floor is q. No correction is needed (none could fire).
 local function idiv(a, b)
-  local q = math.floor(a / b)
-  if q * b > a then q = q - 1 end
-  if (q + 1) * b <= a then q = q + 1 end
-  return q
+  return math.floor(a / b)
 end
 
 local function now_us()
@@ -80,7 +83,8 @@ end
 -- threshold; wk is n (none), c (count) or t (time); lease is a probe slot's lease in
 -- microseconds; shadow 1 = the config starts in shadow mode (rule 20; the stored switch,
 -- once set, wins); cdl and pdl are the deadlines (us, -1 none) of a normal call and of a
--- probe (rule 22); quorum is rule 21's K (1: none); rppm 0 = no ramp, else the ramp's
+-- probe (rule 22); quorum is rule 21's K (1: none); minc is at least 1 (as Config
+-- keeps it: no rule is evaluated on an empty window); rppm 0 = no ramp, else the ramp's
 -- start fraction in ppm and rdur its duration in us (rule 23).
 local function parse_config(s)
   local f = {}
@@ -88,7 +92,7 @@ local function parse_config(s)
   local c = {
     cf = tonumber(f[1]), wk = f[2], wsize = tonumber(f[3]), wwidth = tonumber(f[4]),
     wbuckets = tonumber(f[5]), fppm = tonumber(f[6]), sppm = tonumber(f[7]),
-    minc = tonumber(f[8]), slow = tonumber(f[9]), rec = tonumber(f[10]),
+    minc = math.max(1, tonumber(f[8])), slow = tonumber(f[9]), rec = tonumber(f[10]),
     mult = tonumber(f[11]), maxo = tonumber(f[12]), jit = tonumber(f[13]),
     maxp = tonumber(f[14]), reqs = tonumber(f[15]), hot = tonumber(f[16]),
     lease = tonumber(f[17]) or 2000000,
@@ -125,33 +129,29 @@ local function past_deadline(kind, verdict, latency)
   return verdict
 end
 
--- Config::open_duration, in microseconds.
+-- Config::open_duration, in microseconds: the recovery timeout, multiplied once per trip
+-- after the first while below the cap, capped; then shortened by the jitter. Each step
+-- is `min(d * mult, cap)`, the value Config's loop reaches (it multiplies while below the
+-- cap, then caps); the loop ends at the first step that changes nothing (the cap, or a
+-- multiplier of 1), after which every step would leave the same value. The sample is
+-- clamped to [0, 1] (NaN as 0); without jitter, `d * (1 - 0 * r)` is `d` exactly, as
+-- Config's `jitter > 0` guard leaves it.
 local function open_duration(trips, r)
   local cap = C.maxo
-  local d = C.rec
-  local k = 1
-  while k < trips and d < cap do
-    d = d * C.mult
-    k = k + 1
+  local d = math.min(C.rec, cap)
+  for _ = 2, trips do
+    local grown = math.min(d * C.mult, cap)
+    if grown == d then break end
+    d = grown
   end
-  if d > cap then d = cap end
-  if C.jit > 0 then
-    if r < 0 then r = 0 end
-    if r > 1 then r = 1 end
-    d = d * (1 - C.jit * r)
-  end
-  return math.floor(d)
+  r = math.max(0, math.min(r, 1))
+  return math.floor(d * (1 - C.jit * r))
 end
 
--- Config::open_duration_with_hint: at least the dependency's hint (-1: none), capped.
+-- Config::open_duration_with_hint: at least the dependency's hint (nil or -1: none; a
+-- negative hint never raises a duration, which is at least 0), capped.
 local function open_duration_hinted(trips, r, hint)
-  local d = open_duration(trips, r)
-  if hint ~= nil and hint >= 0 then
-    local h = hint
-    if h > C.maxo then h = C.maxo end
-    if h > d then d = h end
-  end
-  return d
+  return math.max(open_duration(trips, r), math.min(hint or -1, C.maxo))
 end
 
 -- ---------------------------------------------------------------------------------------

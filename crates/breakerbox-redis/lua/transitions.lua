@@ -166,7 +166,7 @@ end
 -- the future (Redis time stepped back: then any success ends it).
 local function streak_after(S, failed, completed, now)
   if failed then
-    if S.streak == 0 or completed < S.ss then S.ss = completed end
+    if S.streak == 0 then S.ss = completed else S.ss = math.min(S.ss, completed) end
     S.streak = S.streak + 1
     if S.streak == ANNOUNCE_AT then warmed = true end
   elseif not (S.streak > 0 and completed < S.ss and S.ss <= now) then
@@ -287,7 +287,8 @@ local function save(S, now)
     args[#args + 1] = 'ring'
     args[#args + 1] = table.concat(digits)
   end
-  if q_dirty and Q ~= nil then
+  -- q_dirty is set only with Q (quorum_record, window_reset; repair clears both).
+  if q_dirty then
     local parts = { fmt(S.we) .. ':' .. fmt(Q.calls) .. ':' .. fmt(Q.from) }
     for _, f in ipairs(Q.nodes) do
       parts[#parts + 1] = f.node .. ':' .. fmt(f.seq) .. ':' .. fmt(f.at)

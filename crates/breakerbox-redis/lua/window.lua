@@ -89,8 +89,8 @@ local function load_quorum(S)
   end
   if we == nil then corrupt = bad return end
   if tonumber(we) ~= S.we then return end
-  -- A quorum lowered since keeps the most recent nodes.
-  while #nodes > C.quorum do table.remove(nodes, 1) end
+  -- A quorum lowered since keeps the most recent nodes (a loop of a fixed count).
+  for _ = C.quorum + 1, #nodes do table.remove(nodes, 1) end
   Q.calls, Q.from, Q.nodes = tonumber(calls), tonumber(from), nodes
 end
 
@@ -107,7 +107,9 @@ local function quorum_record(S, node, failed, began, now)
     if f.node ~= node then kept[#kept + 1] = f end
   end
   kept[#kept + 1] = { node = node, seq = Q.calls, at = now }
-  while #kept > C.quorum do table.remove(kept, 1) end
+  -- Q.nodes holds at most C.quorum nodes (load_quorum, and this function), so one more
+  -- node: `kept` holds at most one too many.
+  if #kept > C.quorum then table.remove(kept, 1) end
   Q.nodes = kept
 end
 
@@ -188,9 +190,10 @@ local function window_counts(S, now)
   return 0, 0, 0
 end
 
--- Rules 3, 6 and 8 (model::evaluate_trip).
+-- Rules 3, 6 and 8 (model::evaluate_trip). Asked only of a window of at least C.minc >= 1
+-- calls (parse_config), so never of an empty one.
 local function reached(ppm, count, calls)
-  return calls > 0 and count * 1000000 >= ppm * calls
+  return count * 1000000 >= ppm * calls
 end
 
 -- model::fired_rules: every rule that says trip, in evaluate_trip's order.

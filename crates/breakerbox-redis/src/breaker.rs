@@ -5,6 +5,7 @@ mod background;
 mod builder;
 mod contract;
 mod local_open;
+mod news;
 mod node_flush;
 mod outage;
 mod permit;
@@ -22,7 +23,7 @@ use std::time::Duration;
 use breakerbox::model::WindowCounts;
 use breakerbox::{
     CallError, CircuitBreaker, CircuitOpen, Clock, Config, DefaultJudge, Event, EventKind,
-    JitterSource, Judge, Listener, MonotonicClock, Nanos, Phase, Rate, Snapshot, Verdict,
+    JitterSource, Judge, Listener, MonotonicClock, Nanos, Phase, Snapshot, Verdict,
 };
 use tokio::sync::Notify;
 
@@ -30,9 +31,11 @@ use crate::events::{Stats, StatsSnapshot};
 use crate::node::RedisNode;
 use crate::options::{Backoff, Fallback, LocalView, Mode};
 use crate::pubsub::{Listening, MIN_SUBSCRIBE_TIMEOUT};
-use crate::store::{Answer, BatchItem, ManualOp, RedisStore, StoreError};
-use crate::wire::{Reply, ReplyDecision, StoredState};
-use view::{News, View, ViewCell};
+use crate::store::{BatchItem, ManualOp, RedisStore, StoreError};
+use crate::wire::{Reply, ReplyDecision};
+pub(crate) use news::news_of;
+use news::{micros_to_duration, ramp_now};
+use view::{View, ViewCell};
 
 /// At most this many lease tokens wait to be cancelled (older ones are left to expire).
 const MAX_ORPHANS: usize = 256;
@@ -257,63 +260,6 @@ impl<C: Clock + Clone> Inner<C> {
         self.view.update(|v| Some(f(v)));
     }
 
-    /// Takes in what a script call (run with jitter sample `r`, if it took one)
-    /// answered: repairs, transitions and the view. `authoritative`: a read this node's
-    /// refresh made, which replaces the view whatever its version.
-    pub(crate) fn absorb(&self, answer: Answer, authoritative: bool, r: Option<f64>) -> Reply {
-        Stats::add(&self.stats.redis_calls, 1);
-        if let Some(reason) = answer.repaired {
-            Stats::add(&self.stats.repairs, 1);
-            self.emit(EventKind::CorruptStateRepaired { reason });
-        }
-        let reply = answer.reply;
-        if let Some(r) = r {
-            self.settle_sample(r, &reply);
-        }
-        self.observe(&reply.state, reply.now_us, authoritative);
-        for t in &reply.transitions {
-            self.emit(EventKind::Transition(*t));
-        }
-        if let Some((reason, open_for)) = reply.local_open {
-            self.enter_local_open(reason, open_for);
-        }
-        reply
-    }
-
-    /// Updates the view from `state` (as of Redis time `now_us`) if it is not older than
-    /// the view, or if `authoritative`. News of another incarnation (Redis lost the
-    /// state) asks for an authoritative re-read, which decides what to restore.
-    pub(crate) fn observe(&self, state: &StoredState, now_us: u64, authoritative: bool) -> bool {
-        let ramp_us = self
-            .config
-            .ramp
-            .map_or(0, |r| crate::wire::micros(r.duration));
-        let news = news_of(state, now_us, warm_at(&self.config), ramp_us);
-        let now = self.clock.now();
-        let mut lost = false;
-        #[cfg(feature = "metrics")]
-        let before = self.view().phase;
-        let accepted = self.view.update(|v| {
-            lost = v.known && v.incarnation != news.incarnation;
-            v.merge(&news, now, authoritative)
-        });
-        #[cfg(feature = "metrics")]
-        if accepted && news.phase != before {
-            breakerbox::metrics::set_phase(&self.name, news.phase);
-        }
-        if accepted {
-            // Rule 20: the fallback breaker follows the fleet's shadow switch.
-            if self.local.is_shadow() != news.shadow {
-                self.local.set_shadow(news.shadow);
-            }
-            // Only accepted news counts as fresh: nothing refused can starve the refresh.
-            self.last_news.store(now.as_u64(), Ordering::Release);
-        } else if lost {
-            self.request_refresh();
-        }
-        accepted
-    }
-
     pub(crate) fn stale(&self, generation: u64) {
         Stats::add(&self.stats.stale, 1);
         self.emit(EventKind::StaleResult { generation });
@@ -387,50 +333,6 @@ impl<C: Clock + Clone> Inner<C> {
         self.urgent.store(true, Ordering::Release);
         self.wake.notify_one();
     }
-}
-
-/// Rule 23: the fraction the stored ramp admits at Redis time `now_us`, if one is active.
-fn ramp_now(config: &Config, s: &crate::wire::StoredState, now_us: u64) -> Option<Rate> {
-    let (ramp, started) = (config.ramp?, s.ramp_started_us?);
-    if s.phase != Phase::Closed {
-        return None;
-    }
-    let elapsed = Nanos(now_us.saturating_sub(started).saturating_mul(1_000));
-    ramp.fraction_ppm(elapsed)
-        .and_then(|ppm| Rate::from_ppm(ppm).ok())
-}
-
-fn micros_to_duration(us: u64) -> Duration {
-    Duration::from_micros(us)
-}
-
-/// What a stored state says, as news for a view. `warm_at`: the failure streak from
-/// which the next failures may trip the breaker; `ramp_us`: the config's ramp duration
-/// (0: none). In closed, the time left is that of the ramp (rule 23; `None` without one).
-pub(crate) fn news_of(state: &StoredState, now_us: u64, warm_at: u32, ramp_us: u64) -> News {
-    let remaining_us = match state.phase {
-        Phase::Closed if ramp_us > 0 => state.ramp_remaining_us(now_us, ramp_us),
-        Phase::Closed => None,
-        _ => state.remaining_us(now_us),
-    };
-    News {
-        phase: state.phase,
-        generation: state.generation,
-        remaining_us,
-        warm: state.consecutive_failures >= warm_at,
-        version: state.version,
-        incarnation: state.incarnation,
-        shadow: state.shadow,
-    }
-}
-
-/// The failure streak from which a view is warm: half the consecutive-failure threshold
-/// (at least 1), or 2 without that rule (a healthy dependency with a small error rate
-/// rarely fails twice in a row; a dead one does at once).
-pub(crate) fn warm_at(config: &Config) -> u32 {
-    config
-        .consecutive_failures
-        .map_or(2, |threshold| (threshold / 2).max(1))
 }
 
 impl RedisBreaker<MonotonicClock> {

@@ -5,23 +5,24 @@ use std::collections::hash_map::RandomState;
 use std::fmt;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use breakerbox::model::PermitKind;
 use breakerbox::Config;
-use futures_util::future::{BoxFuture, FutureExt, Shared};
 use redis::{Client, ErrorKind, RedisError, ServerErrorKind};
 
-use crate::scripts::{ScriptKind, Scripts};
+use crate::scripts::ScriptKind;
 use crate::target::{RedisConnection, RedisTarget, Topology};
 use crate::wire::{
     encode_config, kind_code, micros, parse_reply, ParseError, Reply, ReplyDecision,
 };
 
 mod args;
+mod link;
 mod many;
 pub use args::{BatchItem, ManualOp, OutcomeArg};
+pub(crate) use link::Link;
 pub(crate) use many::Part;
 fn random_seed() -> u64 {
     RandomState::new().build_hasher().finish() | 1
@@ -186,116 +187,6 @@ impl fmt::Debug for RedisStore {
 /// The hash key of breaker `name`: `{prefix}{name}`, the name in a hash tag.
 pub fn breaker_key(prefix: &str, name: &str) -> String {
     format!("{prefix}{{{name}}}")
-}
-
-/// One multiplexed connection to Redis and the digests of the loaded scripts, shared by
-/// every store made over it (every breaker of a [`RedisNode`](crate::RedisNode)).
-pub(crate) struct Link {
-    target: RedisTarget,
-    conn: Mutex<Option<RedisConnection>>,
-    /// The connection being made, on a task of its own: callers that find none wait for
-    /// it instead of each opening their own, and one whose operation timed out does not
-    /// cancel it (making a connection may take longer than one operation's timeout: a
-    /// TLS handshake, asking the Sentinels), so a later call finds it made.
-    connecting: Mutex<Option<Connecting>>,
-    scripts: Scripts,
-    /// `record.lua` for many breakers in one call (node-level flushes).
-    many: many::Many,
-    /// Behind Sentinels: the failovers announced when the connection was made (one
-    /// announced since makes it go).
-    failovers: AtomicU64,
-}
-
-/// A connection attempt that any number of callers can await.
-type Connecting = Shared<BoxFuture<'static, Result<RedisConnection, RedisError>>>;
-
-impl fmt::Debug for Link {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Link")
-            .field("target", &self.target)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Link {
-    pub(crate) fn new(target: RedisTarget) -> Self {
-        Link {
-            target,
-            conn: Mutex::new(None),
-            connecting: Mutex::new(None),
-            scripts: Scripts::default(),
-            many: many::Many::default(),
-            failovers: AtomicU64::new(0),
-        }
-    }
-
-    /// Forgets the connection (and the attempt under way) and the scripts' digests.
-    fn forget(&self) {
-        if let Ok(mut conn) = self.conn.lock() {
-            *conn = None;
-        }
-        if let Ok(mut connecting) = self.connecting.lock() {
-            *connecting = None;
-        }
-        self.scripts.forget();
-        self.many.forget();
-    }
-
-    /// The attempt under way, or a new one (an attempt that already failed is not
-    /// reused).
-    fn attempt(&self) -> Connecting {
-        let mut slot = self
-            .connecting
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(attempt) = slot.as_ref() {
-            if !matches!(attempt.peek(), Some(Err(_))) {
-                return attempt.clone();
-            }
-        }
-        let target = self.target.clone();
-        let task = tokio::spawn(async move { target.connect().await });
-        let attempt = async move {
-            task.await.unwrap_or_else(|_| {
-                Err(RedisError::from((
-                    ErrorKind::Io,
-                    "the connection task ended without a connection",
-                )))
-            })
-        }
-        .boxed()
-        .shared();
-        *slot = Some(attempt.clone());
-        attempt
-    }
-
-    pub(crate) fn target(&self) -> &RedisTarget {
-        &self.target
-    }
-
-    /// The connection, made (once, whoever asks) if there is none.
-    pub(crate) async fn connection(&self) -> Result<RedisConnection, RedisError> {
-        // Behind Sentinels, a failover announced since the connection was made: it may
-        // reach a primary that is one no more.
-        let failovers = self.target.failovers();
-        if self.failovers.swap(failovers, Ordering::AcqRel) != failovers {
-            self.forget();
-        }
-        if let Some(conn) = self.conn.lock().ok().and_then(|c| c.clone()) {
-            return Ok(conn);
-        }
-        let attempt = self.attempt();
-        let result = attempt.clone().await;
-        if let Ok(mut connecting) = self.connecting.lock() {
-            if connecting.as_ref().is_some_and(|a| a.ptr_eq(&attempt)) {
-                *connecting = None;
-                if let (Ok(conn), Ok(mut slot)) = (&result, self.conn.lock()) {
-                    *slot = Some(conn.clone());
-                }
-            }
-        }
-        result
-    }
 }
 
 impl RedisStore {

@@ -212,3 +212,47 @@ async fn a_node_id_that_is_not_up_to_twenty_digits_is_filed_as_node_zero() {
         );
     }
 }
+
+// common.lua `open_duration`: the jitter sample (ARGV[3]) is clamped to [0, 1], NaN as 0,
+// with or without jitter configured: a sample no caller sends shortens an open phase by
+// at most the jitter, and never makes its end a NaN (which `%d` wrote as a garbage
+// integer before the clamp became `math.max(0, math.min(r, 1))`).
+#[tokio::test]
+async fn a_jitter_sample_outside_zero_to_one_is_clamped() {
+    let server = RedisServer::start();
+    let cases = [
+        (0.5, "-1", 10_000_000),
+        (0.5, "0.5", 7_500_000),
+        (0.5, "2", 5_000_000),
+        (0.5, "inf", 5_000_000),
+        (0.5, "nan", 10_000_000),
+        (0.0, "nan", 10_000_000),
+        (0.0, "2", 10_000_000),
+    ];
+    for (n, (jitter, sample, open_us)) in cases.into_iter().enumerate() {
+        let config = Config::builder()
+            .consecutive_failures(2)
+            .recovery_timeout(Duration::from_secs(10))
+            .jitter(jitter)
+            .build()
+            .unwrap();
+        let config_arg = encoded(&config);
+        let key = format!("bb:{{jitter-{n}}}");
+        let args = [
+            "1000",
+            "60000",
+            sample,
+            config_arg.as_str(),
+            "",
+            "trip",
+            "consecutive_failures",
+        ];
+        let reply = eval(&server, ScriptKind::Manual, &key, &args);
+        // The reply's head (4 items), then phase, generation, since, until.
+        assert_eq!(
+            (reply[4].as_str(), reply[7].as_str()),
+            ("1", (1_000 + open_us).to_string().as_str()),
+            "jitter {jitter}, sample {sample}: {reply:?}"
+        );
+    }
+}

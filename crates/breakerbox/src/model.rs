@@ -522,9 +522,11 @@ impl ModelState {
     /// future (time stepped back: then any success ends it).
     fn streak_after(&mut self, failed: bool, completed: Nanos, now: Nanos) {
         if failed {
-            if self.consecutive_failures == 0 || completed < self.streak_started {
-                self.streak_started = completed;
-            }
+            self.streak_started = if self.consecutive_failures == 0 {
+                completed
+            } else {
+                self.streak_started.min(completed)
+            };
             self.consecutive_failures += 1;
         } else if !(self.consecutive_failures > 0
             && completed < self.streak_started
