@@ -13,6 +13,7 @@ mod download;
 mod exchange;
 mod exposition;
 mod forward;
+mod grpc_reply;
 mod guard;
 mod h2_server;
 mod headers;
@@ -166,7 +167,19 @@ async fn serve(config: ProxyConfig, root: toml::Table, path: PathBuf) -> anyhow:
                     Ok(server::serve(
                         listener,
                         station,
-                        |s: Arc<Station>, request, peer| s.worker().handle(request, peer),
+                        |s: Arc<Station>, request, peer| {
+                            // gRPC clients get the proxy's own answers as gRPC ones.
+                            let grpc = grpc_reply::is_grpc(&request);
+                            let handled = s.worker().handle(request, peer);
+                            async move {
+                                let response = handled.await?;
+                                Ok(if grpc {
+                                    grpc_reply::adapt(response)
+                                } else {
+                                    response
+                                })
+                            }
+                        },
                         limits.max_header_bytes,
                         stop,
                         limits.shutdown_grace,

@@ -69,14 +69,22 @@ fn unavailable_trips_the_breaker_through_the_proxy_and_not_found_does_not() {
         assert_eq!(rt.block_on(grpc::unary(&mut client)).unwrap(), b"ping");
     }
     assert_eq!(calls(&proxy, "success"), 3, "{}", proxy.status());
-    assert_eq!(server.connections(), 1, "one HTTP/2 connection carries them");
+    assert_eq!(
+        server.connections(),
+        1,
+        "one HTTP/2 connection carries them"
+    );
 
     // NOT_FOUND (client-caused, trailers-only): ignored, however many.
     server.answer(Answer::Code(Code::NotFound));
     for _ in 0..5 {
         let status = rt.block_on(grpc::unary(&mut client)).unwrap_err();
         assert_eq!(status.code(), Code::NotFound, "{status:?}");
-        assert_eq!(status.message(), "told to fail", "relayed as the server said");
+        assert_eq!(
+            status.message(),
+            "told to fail",
+            "relayed as the server said"
+        );
     }
     assert_eq!(calls(&proxy, "ignore"), 5, "{}", proxy.status());
     assert_eq!(proxy.phase("grpc"), "closed");
@@ -89,11 +97,16 @@ fn unavailable_trips_the_breaker_through_the_proxy_and_not_found_does_not() {
     }
     assert_eq!(proxy.phase("grpc"), "open", "{}", proxy.status());
     assert_eq!(reason(&proxy), "grpc UNAVAILABLE: told to fail");
-    // Open: answered at once (HTTP 503, which gRPC clients read as UNAVAILABLE), and the
-    // server is not called.
+    // Open: answered at once as gRPC (UNAVAILABLE, the proxy's JSON as its message), and
+    // the server is not called.
     let before = server.calls();
     let refused = rt.block_on(grpc::unary(&mut client)).unwrap_err();
     assert_eq!(refused.code(), Code::Unavailable, "{refused:?}");
+    assert!(
+        refused.message().contains(r#""error":"circuit_open""#),
+        "{refused:?}"
+    );
+    assert_eq!(refused.metadata().get("retry-after").unwrap(), "30");
     assert_eq!(server.calls(), before, "the server was not called");
 }
 
@@ -130,7 +143,10 @@ fn a_streamed_grpc_answer_is_judged_at_its_end_from_its_trailers() {
     });
     std::thread::sleep(Duration::from_millis(200));
     let b = &proxy.status()["breakers"]["grpc"];
-    assert_eq!(b["calls"]["failure"], 0, "a cancelled stream is not judged: {b}");
+    assert_eq!(
+        b["calls"]["failure"], 0,
+        "a cancelled stream is not judged: {b}"
+    );
     assert_eq!(proxy.phase("grpc"), "closed");
 
     // Two messages, then UNAVAILABLE in the trailers: a failure, which opens it.
@@ -162,11 +178,15 @@ async fn cutting_server() -> SocketAddr {
                 continue;
             };
             let service = hyper::service::service_fn(|_req| async {
-                let frames: Vec<Result<Frame<Bytes>, std::io::Error>> = vec![
-                    Ok(Frame::data(Bytes::from_static(b"\0\0\0\0\x03one"))),
-                    Err(std::io::Error::other("cut")),
-                ];
-                let body = StreamBody::new(tokio_stream::iter(frames));
+                let (tx, rx) =
+                    tokio::sync::mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(2);
+                tokio::spawn(async move {
+                    let one = Frame::data(Bytes::from_static(b"\0\0\0\0\x03one"));
+                    let _ = tx.send(Ok(one)).await;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    let _ = tx.send(Err(std::io::Error::other("cut"))).await;
+                });
+                let body = StreamBody::new(tokio_stream::wrappers::ReceiverStream::new(rx));
                 let response = http::Response::builder()
                     .header("content-type", "application/grpc")
                     .body(body)

@@ -86,7 +86,10 @@ fn an_h2c_client_is_served_through_to_an_http1_upstream() {
     // The upstream got HTTP/1.1 with the client's authority as its Host.
     let seen = upstream.last();
     assert_eq!(seen.target, "/pay/2");
-    assert_eq!(seen.headers.get("host").map(String::as_str), Some("app.test"));
+    assert_eq!(
+        seen.headers.get("host").map(String::as_str),
+        Some("app.test")
+    );
     // HTTP/1.1 on the same listener is served as before.
     assert_eq!(get(proxy.addr, "/pay").status, 200);
     assert_eq!(upstream.count(), 4);
@@ -179,13 +182,22 @@ fn echo_server(tls: Option<Arc<rustls::ServerConfig>>) -> (SocketAddr, Arc<Atomi
 
 async fn echo(
     request: http::Request<Incoming>,
-) -> Result<http::Response<StreamBody<tokio_stream::wrappers::ReceiverStream<Result<Frame<Bytes>, Infallible>>>>, Infallible> {
+) -> Result<
+    http::Response<
+        StreamBody<tokio_stream::wrappers::ReceiverStream<Result<Frame<Bytes>, Infallible>>>,
+    >,
+    Infallible,
+> {
     let version = format!("{:?}", request.version());
     let (tx, rx) = tokio::sync::mpsc::channel(4);
     let mut body = request.into_body();
     tokio::spawn(async move {
         while let Some(Ok(frame)) = body.frame().await {
             if let Ok(data) = frame.into_data() {
+                // Skip the empty frame that may carry the end of the stream.
+                if data.is_empty() {
+                    continue;
+                }
                 if tx.send(Ok(Frame::data(data))).await.is_err() {
                     return;
                 }
@@ -194,7 +206,9 @@ async fn echo(
     });
     let response = http::Response::builder()
         .header("x-version", version)
-        .body(StreamBody::new(tokio_stream::wrappers::ReceiverStream::new(rx)))
+        .body(StreamBody::new(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        ))
         .unwrap();
     Ok(response)
 }
@@ -237,7 +251,9 @@ fn ping_pong(proxy: SocketAddr, rounds: usize) {
             }
         }
         drop(tx);
-        assert!(body.frame().await.is_none());
+        // The answer ends with the request (an empty last frame may carry its end).
+        let rest = body.collect().await.unwrap().to_bytes();
+        assert!(rest.is_empty(), "{rest:?}");
     });
 }
 
@@ -256,7 +272,11 @@ fn an_h2c_upstream_streams_both_ways_over_one_shared_connection() {
     let proxy = ProxyProcess::start(&dir, &h2_upstream_config(&format!("http://{server}"), ""));
     ping_pong(proxy.addr, 3);
     ping_pong(proxy.addr, 2);
-    assert_eq!(connections.load(Ordering::SeqCst), 1, "one connection, shared");
+    assert_eq!(
+        connections.load(Ordering::SeqCst),
+        1,
+        "one connection, shared"
+    );
     assert_eq!(proxy.status()["breakers"]["echo"]["calls"]["success"], 2);
 }
 
@@ -292,17 +312,24 @@ fn an_https_upstream_speaks_http2_when_it_chooses_h2_by_alpn() {
     ping_pong(proxy.addr, 2);
     assert_eq!(proxy.status()["breakers"]["echo"]["calls"]["success"], 1);
 
-    // An upstream that does not choose h2 (it knows only http/1.1): a connect failure
-    // with its reason.
-    let (old, _) = echo_server(Some(tls_server_config(&certs, &[b"http/1.1"])));
+    // An upstream that chooses no protocol (it knows nothing of ALPN, as many HTTP/1.1
+    // servers): a connect failure with its reason.
+    let (old, _) = echo_server(Some(tls_server_config(&certs, &[])));
     let dir = temp_dir("h2-tls-upstream-refused");
     let proxy = ProxyProcess::start(&dir, &h2_upstream_config(&format!("https://{old}"), &tls));
     let reply = get(proxy.addr, "/echo");
     assert_eq!(reply.status, 502, "{reply:?}");
-    assert!(reply.body.contains("did not choose HTTP/2"), "{}", reply.body);
+    assert!(
+        reply.body.contains("did not choose HTTP/2"),
+        "{}",
+        reply.body
+    );
     let b = &proxy.status()["breakers"]["echo"];
     assert_eq!(b["calls"]["failure"], 1, "{b}");
-    assert_eq!(b["last_judgement"]["reason"], "transport: connect failed", "{b}");
+    assert_eq!(
+        b["last_judgement"]["reason"], "transport: connect failed",
+        "{b}"
+    );
 }
 
 #[test]
@@ -317,12 +344,17 @@ fn a_protocol_other_than_http1_or_http2_is_refused_with_its_key() {
     let (ok, stderr) = check(&dir, "h3.toml", &with("\"http3\""));
     assert!(!ok);
     assert!(
-        stderr.contains("upstream[0].protocol: invalid value \"http3\": expected \"http1\" or \"http2\""),
+        stderr.contains(
+            "upstream[0].protocol: invalid value \"http3\": expected \"http1\" or \"http2\""
+        ),
         "{stderr}"
     );
     let (ok, stderr) = check(&dir, "num.toml", &with("2"));
     assert!(!ok);
-    assert!(stderr.contains("upstream[0].protocol: invalid value 2"), "{stderr}");
+    assert!(
+        stderr.contains("upstream[0].protocol: invalid value 2"),
+        "{stderr}"
+    );
     for good in ["\"http1\"", "\"http2\""] {
         let (ok, stderr) = check(&dir, "good.toml", &with(good));
         assert!(ok, "{good}: {stderr}");

@@ -113,7 +113,10 @@ mod tests {
     #[test]
     fn the_preface_and_its_prefixes_are_told_from_http1() {
         assert_eq!(classify(PREFACE), Some(Sniffed::Http2));
-        assert_eq!(classify(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0"), Some(Sniffed::Http2));
+        assert_eq!(
+            classify(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0"),
+            Some(Sniffed::Http2)
+        );
         assert_eq!(classify(b"PRI * HTTP/2.0\r\n"), None);
         assert_eq!(classify(b"P"), None);
         assert_eq!(classify(b"POST / HTTP/1.1\r\n"), Some(Sniffed::Http1));

@@ -20,7 +20,7 @@ use tokio_stream::{Stream, StreamExt};
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::server::{NamedService, ServerStreamingService, UnaryService};
 use tonic::{Code, Status};
-use tonic::codegen::Service;
+use tower_service::Service;
 
 /// Messages as raw bytes.
 #[derive(Clone, Copy, Debug, Default)]
@@ -171,8 +171,8 @@ impl GrpcServer {
             connections: connections.clone(),
             addr,
         };
-        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener)
-            .map(move |accepted| {
+        let incoming =
+            tokio_stream::wrappers::TcpListenerStream::new(listener).map(move |accepted| {
                 connections.fetch_add(1, Ordering::SeqCst);
                 accepted
             });

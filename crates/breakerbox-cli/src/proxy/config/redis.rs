@@ -7,7 +7,10 @@ use super::fields::Errors;
 
 /// `[redis_options]`, read by the Redis engine's own file format (errors name
 /// `redis_options.KEY`).
-pub(super) fn redis_options(root: &Table, errors: &mut Errors) -> Option<breakerbox_redis::RedisOptions> {
+pub(super) fn redis_options(
+    root: &Table,
+    errors: &mut Errors,
+) -> Option<breakerbox_redis::RedisOptions> {
     let value = root.get("redis_options")?;
     if !value.is_table() {
         errors.push("redis_options", "expected a table ([redis_options])");
