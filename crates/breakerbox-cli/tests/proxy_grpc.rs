@@ -222,3 +222,29 @@ fn a_grpc_stream_cut_before_its_trailers_is_a_failure() {
     );
     assert_eq!(reason(&proxy), "transport: body read failed");
 }
+
+#[test]
+fn a_retry_pushback_keeps_the_breaker_open_as_long_as_the_server_asked() {
+    let rt = runtime();
+    let server = rt.block_on(GrpcServer::start());
+    let dir = temp_dir("grpc-pushback");
+    let config = config(server.addr, 1).replace(
+        "recovery_timeout = \"30s\"\n",
+        "recovery_timeout = \"30s\"\nmax_open_duration = \"5m\"\n",
+    ) + "honor_retry_after = true\n";
+    let proxy = ProxyProcess::start(&dir, &config);
+    let mut client = rt.block_on(grpc::client(proxy.addr));
+    server.answer(Answer::Pushback(90_000));
+    let status = rt.block_on(grpc::unary(&mut client)).unwrap_err();
+    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+    assert_eq!(proxy.phase("grpc"), "open");
+    let b = &proxy.status()["breakers"]["grpc"];
+    assert_eq!(b["last_judgement"]["retry_after_ms"], 90_000, "{b}");
+    let left = b["retry_after_ms"].as_u64().unwrap();
+    assert!(
+        (60_000..=90_000).contains(&left),
+        "open for the pushback, not 30 s: {b}"
+    );
+    let refused = rt.block_on(grpc::unary(&mut client)).unwrap_err();
+    assert_eq!(refused.metadata().get("retry-after").unwrap(), "90");
+}

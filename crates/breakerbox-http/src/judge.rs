@@ -369,7 +369,11 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 /// `Retry-After`. A negative or malformed value (gRPC's "do not retry") gives no hint: a
 /// breaker has no "never" to stay open for.
 fn retry_pushback(trailers: &HeaderMap) -> Option<Duration> {
-    let text = trailers.get("grpc-retry-pushback-ms")?.to_str().ok()?.trim();
+    let text = trailers
+        .get("grpc-retry-pushback-ms")?
+        .to_str()
+        .ok()?
+        .trim();
     if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }

@@ -354,15 +354,26 @@ fn a_retry_pushback_on_a_failed_grpc_answer_is_its_retry_hint_when_honoured() {
     assert_eq!(j.retry_after, Some(Duration::from_millis(1500)));
     // gRPC's "do not retry" (negative) and malformed values give no hint.
     for value in ["-1", "soon", ""] {
-        trailers.insert("grpc-retry-pushback-ms", HeaderValue::from_str(value).unwrap());
+        trailers.insert(
+            "grpc-retry-pushback-ms",
+            HeaderValue::from_str(value).unwrap(),
+        );
         let j = honouring.judge_grpc(Some(&trailers), FAST, false);
         assert_eq!(j.retry_after, None, "{value:?}");
     }
     // Not on an ignored code, and not unless asked for.
     let mut ignored = status("5");
     ignored.insert("grpc-retry-pushback-ms", HeaderValue::from_static("1500"));
-    assert_eq!(honouring.judge_grpc(Some(&ignored), FAST, false).retry_after, None);
+    assert_eq!(
+        honouring
+            .judge_grpc(Some(&ignored), FAST, false)
+            .retry_after,
+        None
+    );
     trailers.insert("grpc-retry-pushback-ms", HeaderValue::from_static("1500"));
     let plain = HttpJudge::builder().grpc(true).build().unwrap();
-    assert_eq!(plain.judge_grpc(Some(&trailers), FAST, false).retry_after, None);
+    assert_eq!(
+        plain.judge_grpc(Some(&trailers), FAST, false).retry_after,
+        None
+    );
 }

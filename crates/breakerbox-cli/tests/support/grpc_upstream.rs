@@ -67,6 +67,15 @@ pub enum Answer {
     Code(Code),
     /// For `Stream`: one message, then nothing, never ending.
     Hang,
+    /// UNAVAILABLE with `grpc-retry-pushback-ms` of this many milliseconds.
+    Pushback(u64),
+}
+
+/// UNAVAILABLE asking callers to wait `ms` before trying again.
+fn pushback(ms: u64) -> Status {
+    let mut metadata = tonic::metadata::MetadataMap::new();
+    metadata.insert("grpc-retry-pushback-ms", ms.to_string().parse().unwrap());
+    Status::with_metadata(Code::Unavailable, "pushed back", metadata)
 }
 
 /// The service `test.Flaky`.
@@ -90,6 +99,7 @@ impl UnaryService<Vec<u8>> for Unary {
             Answer::Code(Code::Ok) => Ok(tonic::Response::new(request.into_inner())),
             Answer::Code(code) => Err(Status::new(code, "told to fail")),
             Answer::Hang => Err(Status::unimplemented("no hang for unary")),
+            Answer::Pushback(ms) => Err(pushback(ms)),
         })
     }
 }
@@ -114,6 +124,7 @@ impl ServerStreamingService<Vec<u8>> for Streamed {
             Answer::Hang => Box::pin(
                 tokio_stream::iter(vec![Ok(b"one".to_vec())]).chain(tokio_stream::pending()),
             ),
+            Answer::Pushback(ms) => Box::pin(tokio_stream::iter(vec![Err(pushback(ms))])),
         };
         ready(Ok(tonic::Response::new(stream)))
     }
