@@ -167,19 +167,7 @@ async fn serve(config: ProxyConfig, root: toml::Table, path: PathBuf) -> anyhow:
                     Ok(server::serve(
                         listener,
                         station,
-                        |s: Arc<Station>, request, peer| {
-                            // gRPC clients get the proxy's own answers as gRPC ones.
-                            let grpc = grpc_reply::is_grpc(&request);
-                            let handled = s.worker().handle(request, peer);
-                            async move {
-                                let response = handled.await?;
-                                Ok(if grpc {
-                                    grpc_reply::adapt(response)
-                                } else {
-                                    response
-                                })
-                            }
-                        },
+                        |s: Arc<Station>, request, peer| s.worker().handle(request, peer),
                         limits.max_header_bytes,
                         stop,
                         limits.shutdown_grace,

@@ -23,6 +23,7 @@ use tokio_rustls::TlsAcceptor;
 
 use super::balance::{Balance, Handoff, Load, Target};
 use super::body::{BoxError, ProxyBody};
+use super::grpc_reply;
 use super::h2_server::{self, Sniffed};
 
 /// A handler's way to close a connection without answering (its client is gone).
@@ -227,11 +228,18 @@ where
         let in_flight = active.clone();
         let service = service_fn(move |request| {
             let tracked = Active::new(&in_flight);
+            // gRPC clients get the proxy's own answers as gRPC ones.
+            let grpc = grpc_reply::is_grpc(&request);
             // Boxed once here: hyper moves the service's future several times
             // per request, and the handler's state machine is kilobytes large.
             let response = Box::pin(call(handler.clone(), request, peer));
             async move {
                 let response = response.await?;
+                let response = if grpc {
+                    grpc_reply::adapt(response)
+                } else {
+                    response
+                };
                 Ok::<_, Hangup>(response.map(|inner| Tracked {
                     inner,
                     _active: tracked,
