@@ -164,8 +164,8 @@ fn ambiguous_or_meaningless_configs_are_errors_naming_the_key() {
             "limits.max_header_bytes: invalid value 1073741824: expected at most 1048576",
         ),
         (
-            format!("{}[upstream.judge]\ngrpc = true\n", with_url("http://127.0.0.1:1")),
-            "upstream[0].judge.grpc: not supported by the proxy yet",
+            format!("{}[upstream.judge]\ngrpc = \"yes\"\n", with_url("http://127.0.0.1:1")),
+            "upstream[0].judge",
         ),
     ] {
         let (ok, stderr) = check(&dir, "bad.toml", &config);
@@ -253,4 +253,19 @@ fn an_upstream_mode_is_enforce_or_shadow_and_never_contradicts_its_breaker() {
         stderr.contains("upstream[0].mode: contradicts breaker.shadow"),
         "{stderr}"
     );
+}
+
+#[test]
+fn grpc_judging_is_accepted_over_either_protocol() {
+    let dir = temp_dir("grpc-judge");
+    for protocol in ["", "protocol = \"http2\"\n", "protocol = \"http1\"\n"] {
+        for judge in [
+            "[upstream.judge]\ngrpc = true\n",
+            "[upstream.judge.grpc.codes]\nNOT_FOUND = \"failure\"\n",
+        ] {
+            let config = format!("{}{protocol}{judge}", with_url("http://127.0.0.1:1"));
+            let (ok, stderr) = check(&dir, "grpc.toml", &config);
+            assert!(ok, "refused:\n{config}\n{stderr}");
+        }
+    }
 }

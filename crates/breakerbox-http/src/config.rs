@@ -39,7 +39,8 @@ use crate::{GrpcConfig, StatusSelector};
 /// client_errors = "failure"          # every 4xx fails (408 and 429 fail anyway)
 /// slow_threshold = "800ms"           # a slower response fails, even a 200
 /// probe_slow_threshold = "300ms"     # stricter, for half-open probes only
-/// honor_retry_after = true           # read Retry-After on 429 and 503
+/// honor_retry_after = true           # read Retry-After on 429 and 503 (and gRPC's
+///                                     # grpc-retry-pushback-ms on failed gRPC answers)
 /// body_cap = 65536                   # bytes of body read for business codes
 ///
 /// [status]

@@ -240,6 +240,9 @@ impl HttpJudge {
             Some(grpc) => grpc.judge_trailers(trailers),
             None => GrpcJudge::default().judge_trailers(trailers),
         };
+        if self.honor_retry_after && judgement.verdict == Verdict::Failure {
+            judgement.retry_after = trailers.and_then(retry_pushback);
+        }
         self.judge_latency(&mut judgement, latency, probe);
         judgement
     }
@@ -360,6 +363,21 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
         return None;
     }
     text.parse::<u64>().ok().map(Duration::from_secs)
+}
+
+/// `grpc-retry-pushback-ms` (gRPC's A6: milliseconds, a non-negative integer), gRPC's
+/// `Retry-After`. A negative or malformed value (gRPC's "do not retry") gives no hint: a
+/// breaker has no "never" to stay open for.
+fn retry_pushback(trailers: &HeaderMap) -> Option<Duration> {
+    let text = trailers
+        .get("grpc-retry-pushback-ms")?
+        .to_str()
+        .ok()?
+        .trim();
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse::<u64>().ok().map(Duration::from_millis)
 }
 
 /// A response is judged from its status and the latency (no body, not as a probe); an

@@ -331,3 +331,49 @@ proptest! {
         prop_assert!(j.reason.len() <= "grpc FAILED_PRECONDITION: ".len() + 128);
     }
 }
+
+#[test]
+fn a_retry_pushback_on_a_failed_grpc_answer_is_its_retry_hint_when_honoured() {
+    let honouring = HttpJudge::builder()
+        .grpc(true)
+        .honor_retry_after(true)
+        .build()
+        .unwrap();
+    let mut trailers = status("14");
+    trailers.insert("grpc-retry-pushback-ms", HeaderValue::from_static("1500"));
+    let j = honouring.judge_grpc(Some(&trailers), FAST, false);
+    assert_eq!(j.verdict, Verdict::Failure);
+    assert_eq!(j.retry_after, Some(Duration::from_millis(1500)));
+    // From the trailers at the end of a stream, through the exchange.
+    let mut exchange = honouring.exchange(false);
+    assert_eq!(
+        exchange.on_head(StatusCode::OK, &grpc_head(), FAST),
+        AfterHead::AwaitTrailers
+    );
+    let j = exchange.on_trailers(Some(&trailers));
+    assert_eq!(j.retry_after, Some(Duration::from_millis(1500)));
+    // gRPC's "do not retry" (negative) and malformed values give no hint.
+    for value in ["-1", "soon", ""] {
+        trailers.insert(
+            "grpc-retry-pushback-ms",
+            HeaderValue::from_str(value).unwrap(),
+        );
+        let j = honouring.judge_grpc(Some(&trailers), FAST, false);
+        assert_eq!(j.retry_after, None, "{value:?}");
+    }
+    // Not on an ignored code, and not unless asked for.
+    let mut ignored = status("5");
+    ignored.insert("grpc-retry-pushback-ms", HeaderValue::from_static("1500"));
+    assert_eq!(
+        honouring
+            .judge_grpc(Some(&ignored), FAST, false)
+            .retry_after,
+        None
+    );
+    trailers.insert("grpc-retry-pushback-ms", HeaderValue::from_static("1500"));
+    let plain = HttpJudge::builder().grpc(true).build().unwrap();
+    assert_eq!(
+        plain.judge_grpc(Some(&trailers), FAST, false).retry_after,
+        None
+    );
+}

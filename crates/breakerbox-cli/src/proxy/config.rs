@@ -19,8 +19,13 @@ use crate::spec::{breaker_config_at, DependencySpec};
 
 mod concurrency;
 mod fields;
+mod protocol;
+mod redis;
 mod tls;
 mod url;
+
+pub use protocol::Protocol;
+use redis::redis_options;
 
 use fields::{address, duration, join, positive, string, sub_table, type_name, Errors};
 use url::target;
@@ -127,6 +132,8 @@ pub struct UpstreamConfig {
     pub concurrency: Option<ConcurrencyConfig>,
     /// TLS to the upstream, for an `https://` URL.
     pub tls: Option<Arc<UpstreamTls>>,
+    /// The HTTP version spoken to it (`protocol`).
+    pub protocol: Protocol,
 }
 
 impl UpstreamConfig {
@@ -149,8 +156,6 @@ const TOP_KEYS: &[&str] = &[
     "upstream",
     "tls",
 ];
-/// Why `judge.grpc` is refused: the proxy does not judge trailers over HTTP/2 yet.
-const NO_GRPC: &str = "not supported by the proxy yet (gRPC needs HTTP/2 to upstreams)";
 
 /// The largest `max_header_bytes` accepted: the parser buffers this much per connection.
 const MAX_HEADER_BYTES: u64 = 1024 * 1024;
@@ -178,6 +183,7 @@ const UPSTREAM_KEYS: &[&str] = &[
     "max_pending",
     "pending_timeout",
     "tls",
+    "protocol",
 ];
 
 /// Reads and validates a config; `Err` holds every error found, each naming its key.
@@ -504,8 +510,9 @@ fn upstream(
         }
     };
     let concurrency = concurrency::concurrency(table, path, errors);
+    let protocol = protocol::protocol(table, path, errors);
     let tls = target.as_ref().and_then(|(authority, _, https)| {
-        tls::upstream_tls(table, *https, authority.host(), path, errors)
+        tls::upstream_tls(table, *https, authority.host(), protocol, path, errors)
     });
     let mut spec = DependencySpec::default();
     if let Some(value) = table.get("breaker") {
@@ -516,8 +523,6 @@ fn upstream(
     }
     if let Some(value) = table.get("judge") {
         match HttpJudgeConfig::deserialize(value.clone()) {
-            // Without HTTP/2 and trailers, every streamed answer would be `grpc-status missing`.
-            Ok(j) if j.grpc.is_some() => errors.push(&join(path, "judge.grpc"), NO_GRPC),
             Ok(j) => spec.judge = j,
             Err(e) => errors.push(&join(path, "judge"), e.message().trim()),
         }
@@ -565,6 +570,7 @@ fn upstream(
         judge: judge?,
         concurrency,
         tls,
+        protocol,
     })
 }
 
@@ -574,27 +580,4 @@ fn valid_name(name: &str) -> bool {
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-}
-
-/// `[redis_options]`, read by the Redis engine's own file format (errors name
-/// `redis_options.KEY`).
-fn redis_options(root: &Table, errors: &mut Errors) -> Option<breakerbox_redis::RedisOptions> {
-    let value = root.get("redis_options")?;
-    if !value.is_table() {
-        errors.push("redis_options", "expected a table ([redis_options])");
-        return None;
-    }
-    match value.clone().try_into::<breakerbox_redis::RedisOptions>() {
-        Ok(options) => Some(options),
-        Err(e) => {
-            let message = e.message().to_string();
-            match message.split_once(": ") {
-                Some((key, rest)) if !key.contains(' ') => {
-                    errors.push(&format!("redis_options.{key}"), rest)
-                }
-                _ => errors.push("redis_options", message),
-            }
-            None
-        }
-    }
 }

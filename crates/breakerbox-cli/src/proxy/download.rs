@@ -5,7 +5,9 @@
 //! (`transport: body read failed`, `timeout: body read`), and the client sees the cut.
 //! Only time spent waiting on the upstream is charged to its budget; a client that reads
 //! slowly is its own business. A body dropped before its end (the client went away)
-//! releases its permit unjudged.
+//! releases its permit unjudged. Trailers are relayed and end the body: a gRPC answer
+//! whose status comes in them is judged by it ([`Exchange::on_trailers`]); one that ends
+//! without them is `grpc-status missing`, one cut before them a failure as any cut body.
 
 use std::borrow::Borrow;
 use std::collections::VecDeque;
@@ -18,6 +20,7 @@ use std::time::Duration;
 use breakerbox::{Clock, MonotonicClock, Nanos};
 use breakerbox_http::{Exchange, HttpJudge, Judgement, TransportError};
 use bytes::Bytes;
+use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use tokio::time::Sleep;
@@ -148,13 +151,20 @@ pub struct Outcome {
 impl Outcome {
     /// The body arrived whole (`body` holds it when it was read for judging): the head's
     /// judgement, or the body's when a rule wanted it.
-    pub fn complete(mut self, body: Option<&[u8]>) {
+    pub fn complete(self, body: Option<&[u8]>) {
+        self.end(body, None);
+    }
+
+    /// The body arrived whole, `trailers` at its end (`None` without): the head's
+    /// judgement, else the body's or the trailers' (gRPC's status).
+    fn end(mut self, body: Option<&[u8]>, trailers: Option<&HeaderMap>) {
         let Some(ticket) = self.hold.take() else {
             return;
         };
-        let judgement = match self.judged.take() {
-            Some(judgement) => judgement,
-            None => self.exchange.on_body(body),
+        let judgement = match (self.judged.take(), trailers) {
+            (Some(judgement), _) => judgement,
+            (None, Some(trailers)) => self.exchange.on_trailers(Some(trailers)),
+            (None, None) => self.exchange.on_body(body),
         };
         self.record(ticket, judgement);
     }
@@ -259,6 +269,7 @@ impl Budget {
 pub struct Download {
     read: VecDeque<Frame<Bytes>>,
     rest: Incoming,
+    /// The HTTP/1.1 connection (none for an HTTP/2 stream).
     lent: Option<Lent>,
     budget: Budget,
     outcome: Option<Outcome>,
@@ -269,7 +280,7 @@ impl Download {
     /// `limit`. Judged at once when the body is already complete.
     pub fn new(
         rest: Incoming,
-        lent: Lent,
+        lent: Option<Lent>,
         latency: Duration,
         limit: Duration,
         outcome: Outcome,
@@ -282,7 +293,7 @@ impl Download {
         let mut download = Download {
             read: VecDeque::new(),
             rest,
-            lent: Some(lent),
+            lent,
             budget: Budget {
                 limit,
                 used: latency,
@@ -295,7 +306,7 @@ impl Download {
             outcome: Some(outcome),
         };
         if download.rest.is_end_stream() {
-            download.ended(None);
+            download.ended(None, None);
         } else if let Some(outcome) = &mut download.outcome {
             outcome.hold.watch_probe();
         }
@@ -331,13 +342,14 @@ impl Download {
         }
     }
 
-    /// The body reached its end: the connection goes back, the exchange is judged.
-    fn ended(&mut self, body: Option<&[u8]>) {
+    /// The body reached its end (with `trailers`, if any): the connection goes back, the
+    /// exchange is judged.
+    fn ended(&mut self, body: Option<&[u8]>, trailers: Option<&HeaderMap>) {
         if let Some(lent) = self.lent.take() {
             lent.give_back();
         }
         if let Some(outcome) = self.outcome.take() {
-            outcome.complete(body);
+            outcome.end(body, trailers);
         }
     }
 
@@ -390,7 +402,8 @@ impl Download {
             }
         }
         let all = all.freeze();
-        self.ended(Some(&all));
+        let trailers = self.read.back().and_then(Frame::trailers_ref).cloned();
+        self.ended(Some(&all), trailers.as_ref());
         Ok(Some(all))
     }
 }
@@ -413,8 +426,11 @@ impl Body for Download {
         }
         match this.poll_upstream(cx) {
             Poll::Ready(Some(Ok(frame))) => {
-                if this.rest.is_end_stream() {
-                    this.ended(None);
+                if let Some(trailers) = frame.trailers_ref() {
+                    // Trailers end the body (gRPC's status is there).
+                    this.ended(None, Some(trailers));
+                } else if this.rest.is_end_stream() {
+                    this.ended(None, None);
                 } else {
                     this.handed_frame();
                 }
@@ -425,7 +441,7 @@ impl Body for Download {
                 Poll::Ready(Some(Err(Box::new(fault))))
             }
             Poll::Ready(None) => {
-                this.ended(None);
+                this.ended(None, None);
                 Poll::Ready(None)
             }
             Poll::Pending => Poll::Pending,

@@ -14,6 +14,7 @@ use tokio::time::Sleep;
 
 use super::body::ProxyBody;
 use super::pool::{Lent, Pool, SendError};
+use super::pool_h2::H2Pool;
 use super::upload::{ClientFault, UploadState};
 use breakerbox::contract::{BreakerPermit, DynPermit};
 
@@ -34,8 +35,9 @@ pub enum Failed {
 pub struct Head {
     /// The response, its body still unread.
     pub response: Response<Incoming>,
-    /// The connection, to give back at the end of the body.
-    pub lent: Lent,
+    /// The HTTP/1.1 connection, to give back at the end of the body (`None` for a stream
+    /// of a shared HTTP/2 connection).
+    pub lent: Option<Lent>,
     /// Time from sending to the head, minus the time spent waiting on the client.
     pub latency: Duration,
 }
@@ -66,11 +68,13 @@ async fn patiently(timer: &mut Option<Pin<Box<Sleep>>>) {
     }
 }
 
-/// Sends `request` to upstream `slot` and waits for the response head, at most `timeout`
+/// Sends `request` to upstream `slot` (over HTTP/2 when `h2` has it) and waits for the response head, at most `timeout`
 /// of the upstream's own time. A probe `ticket` whose client makes the exchange wait
 /// longer than [`PROBE_CLIENT_PATIENCE`] is released (taken out of `ticket`).
+#[allow(clippy::too_many_arguments)]
 pub async fn send(
     pool: &Arc<Pool>,
+    h2: &H2Pool,
     slot: usize,
     authority: &Authority,
     request: Request<ProxyBody>,
@@ -81,7 +85,18 @@ pub async fn send(
     let clock = MonotonicClock;
     let started = clock.now();
     let client_fault = || upload.and_then(UploadState::fault).map(Failed::Client);
-    let sending = pool.send(slot, authority, request);
+    let sending = async {
+        match h2.get(slot) {
+            None => pool
+                .send(slot, authority, request)
+                .await
+                .map(|(response, lent)| (response, Some(lent))),
+            // Boxed: the HTTP/1.1 path's state stays as small as it was.
+            Some(h2) => Box::pin(h2.send(authority, request))
+                .await
+                .map(|response| (response, None)),
+        }
+    };
     tokio::pin!(sending);
     let sleep = tokio::time::sleep(timeout);
     tokio::pin!(sleep);

@@ -19,6 +19,7 @@ use super::exchange::{self, Failed};
 use super::headers::{forwarded_for, header_bytes, strip_hop_by_hop};
 use super::metrics::{Recorder, UpstreamError};
 use super::pool::{Pool, SendError};
+use super::pool_h2::H2Pool;
 use super::reply;
 use super::server::Hangup;
 use super::target::{normalize_path, request_host, target_uri};
@@ -56,20 +57,24 @@ pub struct Worker {
     /// The shared proxy.
     pub proxy: Arc<Proxy>,
     pool: Arc<Pool>,
+    /// The thread's HTTP/2 upstream connections.
+    h2: H2Pool,
 }
 
 impl Worker {
     /// A worker over `proxy`, with an empty pool.
     pub fn new(proxy: Arc<Proxy>) -> Worker {
         let pool = Arc::new(Pool::new(proxy.destinations()));
-        Worker { proxy, pool }
+        let h2 = H2Pool::new(&proxy.upstreams);
+        Worker { proxy, pool, h2 }
     }
 
     /// This thread's worker over the next config (a reload), keeping the idle
     /// connections of the upstreams whose connection identity it keeps.
     pub fn renew(&self, proxy: Arc<Proxy>) -> Worker {
         let pool = Arc::new(self.pool.renew(proxy.destinations()));
-        Worker { proxy, pool }
+        let h2 = self.h2.renew(&proxy.upstreams);
+        Worker { proxy, pool, h2 }
     }
 
     /// Handles one request from `peer`; `Hangup` closes the connection unanswered. The
@@ -208,6 +213,7 @@ impl Worker {
         // is moved (copied) as it starts.
         let sent = Box::pin(exchange::send(
             &worker.pool,
+            &worker.h2,
             slot,
             &upstream.config.authority,
             outgoing,
@@ -298,8 +304,7 @@ impl Worker {
                     match exchange.on_head(parts.status, &parts.headers, head.latency) {
                         AfterHead::Judged(judgement) => (Some(judgement), None),
                         AfterHead::ReadBody { cap } => (None, Some(cap)),
-                        // gRPC with its status in the trailers: judged at the body's end,
-                        // which relays no trailers yet (`grpc-status missing`).
+                        // gRPC with its status in the trailers: judged at the body's end.
                         AfterHead::AwaitTrailers => (None, None),
                     };
                 // A tunnel took the place (if any) already.

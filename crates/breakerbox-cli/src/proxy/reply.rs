@@ -7,16 +7,19 @@ use serde_json::json;
 
 use super::body::ProxyBody;
 use super::config::Limits;
+use super::grpc_reply::OwnReply;
 use super::server::Hangup;
 use super::upload::ClientFault;
 
-/// A JSON response with `status`.
+/// A JSON response with `status`, marked as the proxy's own.
 pub fn json(status: StatusCode, value: &serde_json::Value) -> Response<ProxyBody> {
     let mut response = Response::new(ProxyBody::full(value.to_string()));
     *response.status_mut() = status;
     response
         .headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    // A gRPC client gets it as a gRPC answer (`grpc_reply::adapt`).
+    response.extensions_mut().insert(OwnReply);
     response
 }
 

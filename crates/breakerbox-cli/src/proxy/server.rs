@@ -16,13 +16,15 @@ use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper::server::conn::http1::UpgradeableConnection;
 use hyper::service::{service_fn, HttpService};
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use tokio_rustls::TlsAcceptor;
 
 use super::balance::{Balance, Handoff, Load, Target};
 use super::body::{BoxError, ProxyBody};
+use super::grpc_reply;
+use super::h2_server::{self, Sniffed};
 
 /// A handler's way to close a connection without answering (its client is gone).
 #[derive(Debug)]
@@ -79,7 +81,7 @@ impl Body for Tracked {
     }
 }
 
-/// Serves HTTP/1.1 on `listener` with `handler` until `stop` turns true, then waits up to
+/// Serves HTTP/1.1 (and HTTP/2: [`h2_server`]) on `listener` with `handler` until `stop` turns true, then waits up to
 /// `grace` for open connections to finish the requests they are serving (connections
 /// serving none close at once). With a `limit`, at most its permits' worth of
 /// connections are open at once. With a `balance`, a connection goes to the worker
@@ -122,6 +124,7 @@ where
         open_tx,
         open: Arc::new(AtomicUsize::new(0)),
         tls,
+        h2: h2_server::builder(max_buf_size),
     };
     // A place under the connection limit, taken before accepting.
     let mut permit = None;
@@ -194,6 +197,8 @@ struct Connections<H, F> {
     open: Arc<AtomicUsize>,
     /// With `[tls]`: the handshake each connection starts with.
     tls: Option<TlsAcceptor>,
+    /// HTTP/2, for clients that start with its preface or choose it by ALPN.
+    h2: hyper::server::conn::http2::Builder<TokioExecutor>,
 }
 
 impl<H, F> Connections<H, F>
@@ -223,11 +228,18 @@ where
         let in_flight = active.clone();
         let service = service_fn(move |request| {
             let tracked = Active::new(&in_flight);
+            // gRPC clients get the proxy's own answers as gRPC ones.
+            let grpc = grpc_reply::is_grpc(&request);
             // Boxed once here: hyper moves the service's future several times
             // per request, and the handler's state machine is kilobytes large.
             let response = Box::pin(call(handler.clone(), request, peer));
             async move {
                 let response = response.await?;
+                let response = if grpc {
+                    grpc_reply::adapt(response)
+                } else {
+                    response
+                };
                 Ok::<_, Hangup>(response.map(|inner| Tracked {
                     inner,
                     _active: tracked,
@@ -235,6 +247,7 @@ where
             }
         });
         let http = self.http.clone();
+        let h2 = self.h2.clone();
         let tls = self.tls.clone();
         let mut stop = self.stop.clone();
         let open_tx = self.open_tx.clone();
@@ -242,12 +255,16 @@ where
         open.fetch_add(1, Ordering::AcqRel);
         tokio::spawn(async move {
             match tls {
-                None => {
-                    let connection = http
-                        .serve_connection(TokioIo::new(stream), service)
-                        .with_upgrades();
-                    drive(connection, &mut stop, &active).await;
-                }
+                None => match h2_server::sniff(&stream, &mut stop).await {
+                    Sniffed::Http1 => {
+                        let connection = http
+                            .serve_connection(TokioIo::new(stream), service)
+                            .with_upgrades();
+                        drive(connection, &mut stop, &active).await;
+                    }
+                    Sniffed::Http2 => h2_server::drive(&h2, stream, service, &mut stop).await,
+                    Sniffed::Nothing => {}
+                },
                 Some(acceptor) => {
                     // A client that does not finish its handshake in time is closed, as
                     // one that does not send its head; shutdown closes it at once (it is
@@ -258,11 +275,18 @@ where
                         accepted = handshake => accepted.ok().and_then(Result::ok),
                         _ = stop.wait_for(|s| *s) => None,
                     };
-                    if let Some(tls_stream) = accepted {
-                        let connection = http
-                            .serve_connection(TokioIo::new(tls_stream), service)
-                            .with_upgrades();
-                        drive(connection, &mut stop, &active).await;
+                    match accepted {
+                        // ALPN chose HTTP/2.
+                        Some(tls) if tls.get_ref().1.alpn_protocol() == Some(b"h2") => {
+                            h2_server::drive(&h2, tls, service, &mut stop).await;
+                        }
+                        Some(tls_stream) => {
+                            let connection = http
+                                .serve_connection(TokioIo::new(tls_stream), service)
+                                .with_upgrades();
+                            drive(connection, &mut stop, &active).await;
+                        }
+                        None => {}
                     }
                 }
             }

@@ -197,7 +197,8 @@ impl HttpJudgeBuilder {
         self
     }
 
-    /// Reads `Retry-After` (seconds) on 429 and 503 responses.
+    /// Reads `Retry-After` (seconds) on 429 and 503 responses, and gRPC's
+    /// `grpc-retry-pushback-ms` on gRPC answers judged failures.
     pub fn honor_retry_after(mut self, honor: bool) -> Self {
         self.config.honor_retry_after = honor;
         self

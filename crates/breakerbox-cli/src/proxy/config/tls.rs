@@ -12,6 +12,7 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use toml::{Table, Value};
 
 use super::fields::{join, string, type_name, Errors};
+use super::Protocol;
 use crate::proxy::tls::UpstreamTls;
 
 const TLS_KEYS: &[&str] = &[
@@ -23,11 +24,12 @@ const TLS_KEYS: &[&str] = &[
 ];
 
 /// The TLS of an upstream whose URL's scheme is `https` (`https`), its host `host` as the
-/// URL gives it; `None` for `http` (a `tls` table there is an error) or after an error.
+/// URL gives it, offering `protocol` by ALPN; `None` for `http` (a `tls` table there is an error) or after an error.
 pub(super) fn upstream_tls(
     upstream: &Table,
     https: bool,
     host: &str,
+    protocol: Protocol,
     path: &str,
     errors: &mut Errors,
 ) -> Option<Arc<UpstreamTls>> {
@@ -134,7 +136,7 @@ pub(super) fn upstream_tls(
         return None;
     }
     let mut config = config?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.alpn_protocols = protocol.alpn();
     Some(Arc::new(UpstreamTls::new(config, server_name?)))
 }
 
@@ -237,7 +239,8 @@ pub(super) fn listener_tls(root: &Table, errors: &mut Errors) -> Option<Arc<rust
     .map(|b| b.with_no_client_auth().with_single_cert(chain, secret));
     match config {
         Ok(Ok(mut config)) => {
-            config.alpn_protocols = vec![b"http/1.1".to_vec()];
+            // HTTP/2 first, for the clients that speak it (gRPC needs it).
+            config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
             Some(Arc::new(config))
         }
         Ok(Err(e)) => {

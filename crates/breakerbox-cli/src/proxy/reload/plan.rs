@@ -23,6 +23,7 @@ const COMPARED: &[&str] = &[
     "host",
     "url",
     "tls",
+    "protocol",
     "strip_prefix",
     "breaker",
     "mode",
@@ -174,7 +175,7 @@ pub async fn plan(
             (None, Some(c)) => Some(Limit::new(c)),
             (_, None) => None,
         };
-        let same_place = ["url", "tls"]
+        let same_place = ["url", "tls", "protocol"]
             .iter()
             .all(|k| before.and_then(|t| t.get(*k)) == after.and_then(|t| t.get(*k)))
             && was.config.authority == config.authority;
