@@ -302,30 +302,12 @@ impl Download {
         download
     }
 
-    /// The upstream's next frame as it comes, the connection driven from this task (see
-    /// `pool`): asked once, then again after the connection has read what it could.
-    fn poll_rest(
-        &mut self,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        if let Poll::Ready(frame) = Pin::new(&mut self.rest).poll_frame(cx) {
-            return Poll::Ready(frame);
-        }
-        match &mut self.lent {
-            Some(lent) => {
-                lent.drive(cx);
-                Pin::new(&mut self.rest).poll_frame(cx)
-            }
-            None => Poll::Pending,
-        }
-    }
-
     /// The upstream's next frame, its time budget enforced (no judging).
     fn poll_upstream(
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BodyFault>>> {
-        match self.poll_rest(cx) {
+        match Pin::new(&mut self.rest).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
                 self.budget.stop_waiting();
                 Poll::Ready(Some(Ok(frame)))

@@ -315,8 +315,6 @@ impl Worker {
                 if let Some(tunnel_headers) = tunnel {
                     // The body a rule may want is the tunnel's first bytes: the head decides.
                     outcome.complete(None);
-                    // The connection hands itself over to the tunnel as it goes on.
-                    head.lent.detach();
                     strip_hop_by_hop(&mut parts.headers);
                     parts.headers.extend(tunnel_headers);
                     return Ok(Response::from_parts(parts, ProxyBody::empty()));

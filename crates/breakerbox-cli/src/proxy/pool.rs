@@ -2,16 +2,8 @@
 //! idle connection (or opens one), and the connection goes back when the response body
 //! has been read to its end. No task per request, no lock contention (the lock is only
 //! ever taken by its own thread).
-//!
-//! No task per connection either: a connection is driven by the request that has it on
-//! loan (its exchange, then its response body), so a request's bytes go from the client's
-//! socket to the upstream's and back within one task, with no hop through the run queue
-//! between a connection task and the request's (the proxy's p99, `BENCHMARKS.md`).
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 
 use http::uri::Authority;
 use http::{Request, Response};
@@ -84,48 +76,7 @@ pub struct Pool {
 /// ([`Pool::renew`] hands them to the next config when that identity is kept).
 struct Idle {
     id: u64,
-    senders: Mutex<Vec<Conn>>,
-}
-
-/// What drives one connection: hyper's connection future (reads, writes, upgrades).
-type Driver = Pin<Box<dyn Future<Output = hyper::Result<()>> + Send>>;
-
-/// One upstream connection: where requests go in, and the future that carries them out,
-/// `None` once it has ended (closed, failed, or handed to an upgrade).
-pub(crate) struct Conn {
-    sender: SendRequest<ProxyBody>,
-    driver: Option<Driver>,
-}
-
-impl Conn {
-    /// Moves the connection along (with `cx`'s task to wake); `true` while it lives.
-    fn drive(&mut self, cx: &mut Context<'_>) -> bool {
-        if let Some(driver) = &mut self.driver {
-            if driver.as_mut().poll(cx).is_ready() {
-                self.driver = None;
-            }
-        }
-        self.driver.is_some()
-    }
-
-    /// `work` polled with the connection driven beside it, until it is ready.
-    async fn driving<F: Future>(&mut self, work: F) -> F::Output {
-        let mut work = std::pin::pin!(work);
-        std::future::poll_fn(|cx| {
-            if let Poll::Ready(out) = work.as_mut().poll(cx) {
-                return Poll::Ready(out);
-            }
-            // What the connection did (wrote the request, read the answer) may have made
-            // `work` ready: asked again at once rather than on the wake-up it caused.
-            self.drive(cx);
-            work.as_mut().poll(cx)
-        })
-        .await
-    }
-
-    fn is_closed(&self) -> bool {
-        self.driver.is_none() || self.sender.is_closed()
-    }
+    senders: Mutex<Vec<SendRequest<ProxyBody>>>,
 }
 
 /// One upstream as a pool sees it: the identity of its connections (the same identity,
@@ -136,27 +87,13 @@ pub type Destination = (u64, Option<Arc<UpstreamTls>>);
 pub struct Lent {
     pub(crate) pool: Arc<Pool>,
     pub(crate) slot: usize,
-    pub(crate) conn: Conn,
+    pub(crate) sender: SendRequest<ProxyBody>,
 }
 
 impl Lent {
     /// Returns the connection to its pool (when its response is fully read).
     pub fn give_back(self) {
-        self.pool.put(self.slot, self.conn);
-    }
-
-    /// Moves the connection along (its response body in particular) from the task that
-    /// reads the response; call it when that read is pending.
-    pub fn drive(&mut self, cx: &mut Context<'_>) {
-        self.conn.drive(cx);
-    }
-
-    /// The connection goes on in a task of its own, for what outlives the exchange (an
-    /// upgrade the upstream accepted, which the connection hands over when driven).
-    pub fn detach(self) {
-        if let Some(driver) = self.conn.driver {
-            tokio::spawn(driver);
-        }
+        self.pool.put(self.slot, self.sender);
     }
 }
 
@@ -189,17 +126,17 @@ impl Pool {
         Pool { idle, tls }
     }
 
-    fn take(&self, slot: usize) -> Option<Conn> {
+    fn take(&self, slot: usize) -> Option<SendRequest<ProxyBody>> {
         self.idle.get(slot)?.senders.lock().ok()?.pop()
     }
 
-    fn put(&self, slot: usize, conn: Conn) {
-        if conn.is_closed() {
+    fn put(&self, slot: usize, sender: SendRequest<ProxyBody>) {
+        if sender.is_closed() {
             return;
         }
         if let Some(Ok(mut idle)) = self.idle.get(slot).map(|i| i.senders.lock()) {
             if idle.len() < MAX_IDLE {
-                idle.push(conn);
+                idle.push(sender);
             }
         }
     }
@@ -219,13 +156,12 @@ impl Pool {
     ) -> Result<(Response<Incoming>, Lent), SendError> {
         // A fresh connection is the rare path: boxed, so that the common one's state (moved
         // as it starts) stays small.
-        let Some(mut conn) = self.take_ready(slot).await else {
+        let Some(mut sender) = self.take_ready(slot).await else {
             return Box::pin(self.send_fresh(slot, authority, request)).await;
         };
         let replay = replayable(&request).then(|| copy_head(&request));
-        let sending = conn.sender.try_send_request(request);
-        match conn.driving(sending).await {
-            Ok(response) => Ok((response, self.lend(slot, conn))),
+        match sender.try_send_request(request).await {
+            Ok(response) => Ok((response, self.lend(slot, sender))),
             Err(mut failed) => {
                 let retry = failed.take_message().or_else(|| {
                     let error = failed.error();
@@ -242,29 +178,21 @@ impl Pool {
         }
     }
 
-    /// `conn` on loan to one exchange; it comes back to `slot` when the exchange ends.
-    fn lend(self: &Arc<Self>, slot: usize, conn: Conn) -> Lent {
+    /// `sender` on loan to one exchange; it comes back to `slot` when the exchange ends.
+    fn lend(self: &Arc<Self>, slot: usize, sender: SendRequest<ProxyBody>) -> Lent {
         Lent {
             pool: self.clone(),
             slot,
-            conn,
+            sender,
         }
     }
 
-    /// An idle connection that still looks usable, if any. Driving it first reads what
-    /// came while it was idle (an upstream's close, most often).
-    async fn take_ready(&self, slot: usize) -> Option<Conn> {
+    /// An idle connection that still looks usable, if any.
+    async fn take_ready(&self, slot: usize) -> Option<SendRequest<ProxyBody>> {
         loop {
-            let mut conn = self.take(slot)?;
-            let ready = std::future::poll_fn(|cx| {
-                if !conn.drive(cx) {
-                    return Poll::Ready(false);
-                }
-                conn.sender.poll_ready(cx).map(|r| r.is_ok())
-            })
-            .await;
-            if ready && !conn.is_closed() {
-                return Some(conn);
+            let mut sender = self.take(slot)?;
+            if !sender.is_closed() && sender.ready().await.is_ok() {
+                return Some(sender);
             }
         }
     }
@@ -276,15 +204,18 @@ impl Pool {
         authority: &Authority,
         request: Request<ProxyBody>,
     ) -> Result<(Response<Incoming>, Lent), SendError> {
-        let mut conn = self.connect(slot, authority).await?;
-        let sending = conn.sender.send_request(request);
-        match conn.driving(sending).await {
-            Ok(response) => Ok((response, self.lend(slot, conn))),
+        let mut sender = self.connect(slot, authority).await?;
+        match sender.send_request(request).await {
+            Ok(response) => Ok((response, self.lend(slot, sender))),
             Err(e) => Err(SendError::Http(e)),
         }
     }
 
-    async fn connect(&self, slot: usize, authority: &Authority) -> Result<Conn, SendError> {
+    async fn connect(
+        &self,
+        slot: usize,
+        authority: &Authority,
+    ) -> Result<SendRequest<ProxyBody>, SendError> {
         let tls = self.tls.get(slot).and_then(Option::as_ref);
         let default_port = if tls.is_some() { 443 } else { 80 };
         let port = authority.port_u16().unwrap_or(default_port);
@@ -304,8 +235,8 @@ impl Pool {
     }
 }
 
-/// HTTP/1.1 over `io`, its connection driven by whoever has it on loan.
-async fn handshake<T>(io: T) -> Result<Conn, SendError>
+/// HTTP/1.1 over `io`, its connection driven by a task of its own.
+async fn handshake<T>(io: T) -> Result<SendRequest<ProxyBody>, SendError>
 where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
@@ -315,10 +246,9 @@ where
         .handshake(TokioIo::new(io))
         .await
         .map_err(SendError::Http)?;
-    // With upgrades: a 101 hands the connection over to a tunnel.
-    let driver: Driver = Box::pin(connection.with_upgrades());
-    Ok(Conn {
-        sender,
-        driver: Some(driver),
-    })
+    tokio::spawn(async move {
+        // With upgrades: a 101 hands the connection over to a tunnel.
+        let _ = connection.with_upgrades().await;
+    });
+    Ok(sender)
 }
