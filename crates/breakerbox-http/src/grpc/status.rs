@@ -85,21 +85,21 @@ pub(crate) fn code_reason(code: GrpcCode, headers: &HeaderMap) -> Cow<'static, s
 /// UTF-8 replaced, control characters shown as spaces, and the text cut at the cap.
 fn decode_message(raw: &[u8]) -> String {
     let mut bytes = Vec::with_capacity(raw.len().min(MESSAGE_CAP * 3));
-    let mut i = 0;
-    while i < raw.len() {
-        let byte = raw[i];
-        let escaped = match (byte, raw.get(i + 1), raw.get(i + 2)) {
-            (b'%', Some(&hi), Some(&lo)) => hex(hi).zip(hex(lo)).map(|(h, l)| h << 4 | l),
+    // Each step takes at least one byte off `rest`, so the loop ends whatever the input.
+    let mut rest = raw;
+    while let Some((&byte, tail)) = rest.split_first() {
+        let escaped = match (byte, tail) {
+            (b'%', [hi, lo, ..]) => hex(*hi).zip(hex(*lo)).map(|(h, l)| h * 16 + l),
             _ => None,
         };
         match escaped {
             Some(decoded) => {
                 bytes.push(decoded);
-                i += 3;
+                rest = tail.get(2..).unwrap_or_default();
             }
             None => {
                 bytes.push(byte);
-                i += 1;
+                rest = tail;
             }
         }
     }
