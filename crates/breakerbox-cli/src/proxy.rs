@@ -15,6 +15,7 @@ mod exposition;
 mod forward;
 mod guard;
 mod headers;
+mod health;
 mod live;
 mod metrics;
 mod pool;
@@ -110,6 +111,8 @@ async fn serve(config: ProxyConfig, root: toml::Table, path: PathBuf) -> anyhow:
         config.limits,
     ))));
     let shared_state = running.shared();
+    // Rule 24: the health checkers run on this thread, with the admin listener.
+    let health = tokio::spawn(health::supervise(live.clone()));
     let reloader = Arc::new(Reloader::new(path, live.clone(), running));
     // Built before any worker starts: a refused option stops the start-up cleanly.
     let admin = Arc::new(admin::Front::new(
@@ -217,6 +220,7 @@ async fn serve(config: ProxyConfig, root: toml::Table, path: PathBuf) -> anyhow:
 
     shutdown_signal().await?;
     reloads.abort();
+    health.abort();
     eprintln!(
         "breakerbox proxy: shutting down (grace {:?})",
         limits.shutdown_grace

@@ -19,10 +19,12 @@ use crate::spec::{breaker_config_at, DependencySpec};
 
 mod concurrency;
 mod fields;
+mod health;
 mod tls;
 mod url;
 
-use fields::{address, duration, join, positive, string, sub_table, type_name, Errors};
+use fields::{address, duration, join, positive, string, sub_table, type_name, valid_name, Errors};
+pub use health::HealthConfig;
 use url::target;
 
 /// A validated proxy config.
@@ -127,6 +129,8 @@ pub struct UpstreamConfig {
     pub concurrency: Option<ConcurrencyConfig>,
     /// TLS to the upstream, for an `https://` URL.
     pub tls: Option<Arc<UpstreamTls>>,
+    /// Its active health check (rule 24), when `health` is set.
+    pub health: Option<HealthConfig>,
 }
 
 impl UpstreamConfig {
@@ -178,6 +182,7 @@ const UPSTREAM_KEYS: &[&str] = &[
     "max_pending",
     "pending_timeout",
     "tls",
+    "health",
 ];
 
 /// Reads and validates a config; `Err` holds every error found, each naming its key.
@@ -504,6 +509,7 @@ fn upstream(
         }
     };
     let concurrency = concurrency::concurrency(table, path, errors);
+    let health = health::health(table, path, errors);
     let tls = target.as_ref().and_then(|(authority, _, https)| {
         tls::upstream_tls(table, *https, authority.host(), path, errors)
     });
@@ -565,15 +571,8 @@ fn upstream(
         judge: judge?,
         concurrency,
         tls,
+        health,
     })
-}
-
-fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 128
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
 /// `[redis_options]`, read by the Redis engine's own file format (errors name

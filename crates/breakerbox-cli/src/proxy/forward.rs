@@ -16,6 +16,7 @@ use super::concurrency::Limit;
 use super::config::{Limits, UpstreamConfig};
 use super::download::{BodyFault, Download, Hold, Outcome, UpstreamJudge};
 use super::exchange::{self, Failed};
+use super::health;
 use super::headers::{forwarded_for, header_bytes, strip_hop_by_hop};
 use super::metrics::{Recorder, UpstreamError};
 use super::pool::{Pool, SendError};
@@ -160,7 +161,15 @@ impl Worker {
                 }
             },
         };
+        // Rule 24: while a health check probes, real requests take no probe permit.
+        if health::probing(upstream) {
+            return Ok(health::rejection(upstream, &proxy.recorder));
+        }
         let ticket = match upstream.breaker.acquire_now_or_later().await {
+            Ok(ticket) if health::reserved(upstream, &ticket) => {
+                drop(ticket);
+                return Ok(health::rejection(upstream, &proxy.recorder));
+            }
             Ok(ticket) => ticket,
             Err(open) => {
                 if let Some(s) = stats {
