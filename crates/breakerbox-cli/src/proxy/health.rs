@@ -132,22 +132,25 @@ impl Target {
 /// Checks upstream `name` while it has a health check.
 async fn checker(live: Arc<Live>, name: String) {
     let mut published = live.subscribe();
-    let mut pool: Option<(u64, Arc<Pool>)> = None;
+    // The checker's own connections (the worker threads' pools are theirs), renewed when
+    // a reload gives the upstream another address or TLS settings.
+    let mut cached: Option<(u64, Arc<Pool>)> = None;
     while let Some(target) = Target::current(&live, &name) {
-        let pool = match &pool {
-            Some((conn, p)) if *conn == target.conn => p.clone(),
-            _ => {
-                let p = Arc::new(Pool::new(vec![(target.conn, target.tls.clone())]));
-                pool = Some((target.conn, p.clone()));
-                p
-            }
-        };
-        let wait = round(&name, &target, &pool).await;
+        if cached.as_ref().is_none_or(|(conn, _)| *conn != target.conn) {
+            let pool = Pool::new(vec![(target.conn, target.tls.clone())]);
+            cached = Some((target.conn, Arc::new(pool)));
+        }
+        let Some((_, pool)) = &cached else { return };
+        let wait = round(&name, &target, pool).await;
         drop(target);
         tokio::select! {
             () = tokio::time::sleep(wait) => {}
             // A reload: look at the new config at once.
-            changed = published.changed() => if changed.is_err() { return },
+            changed = published.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+            }
         }
     }
 }
