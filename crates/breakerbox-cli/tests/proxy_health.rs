@@ -75,7 +75,10 @@ fn half_open_is_probed_by_health_checks_real_requests_wait_and_resume_on_close()
         }
         thread::sleep(Duration::from_millis(20));
     }
-    assert!(probing > 5, "real requests were held back while half-open: {probing}");
+    assert!(
+        probing > 5,
+        "real requests were held back while half-open: {probing}"
+    );
     assert!(
         eventually(Duration::from_secs(5), || proxy.phase("dep") == "closed"),
         "three healthy checks close the breaker"
@@ -96,10 +99,16 @@ fn half_open_is_probed_by_health_checks_real_requests_wait_and_resume_on_close()
     assert_eq!(upstream.real_requests().len(), real_before_close + 1);
     let health = health_status(&proxy);
     assert_eq!(health["path"], "/healthz");
-    assert!(health["checks"]["success"].as_u64().unwrap() >= 3, "{health}");
+    assert!(
+        health["checks"]["success"].as_u64().unwrap() >= 3,
+        "{health}"
+    );
     assert_eq!(health["last"]["verdict"], "success", "{health}");
     assert_eq!(health["last"]["status"], 200, "{health}");
-    assert!(health["rejections"].as_u64().unwrap() >= probing, "{health}");
+    assert!(
+        health["rejections"].as_u64().unwrap() >= probing,
+        "{health}"
+    );
     // Closed again: no more checks.
     let n = upstream.checks().len();
     thread::sleep(Duration::from_millis(800));
@@ -144,8 +153,7 @@ fn a_failing_or_timing_out_health_check_reopens_and_no_real_request_probes() {
     upstream.health(200, Duration::from_millis(400));
     let n = upstream.checks().len();
     assert!(eventually(Duration::from_secs(5), || {
-        upstream.checks().len() >= n + 2
-            && health_status(&proxy)["last"]["reason"] == "timeout"
+        upstream.checks().len() >= n + 2 && health_status(&proxy)["last"]["reason"] == "timeout"
     }));
     let health = health_status(&proxy);
     assert_eq!(health["last"]["verdict"], "failure", "{health}");
@@ -205,15 +213,28 @@ fn health_config_errors_name_their_keys() {
     let upstream = HealthUpstream::start("/healthz");
     let dir = temp_dir("health-config");
     let cases = [
-        ("interval = \"0s\", path = \"/h\"", "upstream[0].health.interval"),
-        ("path = \"/h\", interval = \"1s\", timeout = \"2s\"", "upstream[0].health.timeout"),
+        (
+            "interval = \"0s\", path = \"/h\"",
+            "upstream[0].health.interval",
+        ),
+        (
+            "path = \"/h\", interval = \"1s\", timeout = \"2s\"",
+            "upstream[0].health.timeout",
+        ),
         ("path = \"healthz\"", "upstream[0].health.path"),
         ("interval = \"1s\"", "upstream[0].health.path: missing"),
-        ("path = \"/h\", method = \"POST\"", "upstream[0].health.method"),
+        (
+            "path = \"/h\", method = \"POST\"",
+            "upstream[0].health.method",
+        ),
         ("path = \"/h\", every = \"1s\"", "upstream[0].health.every"),
     ];
     for (i, (table, key)) in cases.iter().enumerate() {
-        let text = config(&upstream, &format!("health = {{ {table} }}"), "consecutive_failures = 2");
+        let text = config(
+            &upstream,
+            &format!("health = {{ {table} }}"),
+            "consecutive_failures = 2",
+        );
         let (ok, stderr) = check(&dir, &format!("bad{i}.toml"), &text);
         assert!(!ok, "{table} was accepted");
         assert!(stderr.contains(key), "{table}: {stderr}");

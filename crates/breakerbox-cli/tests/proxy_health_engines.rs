@@ -51,7 +51,10 @@ fn a_reload_removes_and_adds_health_checks_and_keeps_the_breaker() {
     upstream.health(503, Duration::ZERO);
     trip(&proxy, &upstream);
     let real_at_trip = upstream.real_requests().len();
-    assert!(eventually(Duration::from_secs(5), || upstream.checks().len() >= 2));
+    assert!(eventually(Duration::from_secs(5), || upstream
+        .checks()
+        .len()
+        >= 2));
     // Without `health`, the breaker (still open: kept by the reload) is probed by real
     // requests again, and nothing checks the health path.
     reload(&proxy, &dir, &config(listeners(), &upstream, ""));
@@ -63,9 +66,16 @@ fn a_reload_removes_and_adds_health_checks_and_keeps_the_breaker() {
         get(proxy.addr, "/api/pay").status == 200
     }));
     assert_eq!(proxy.phase("dep"), "closed");
-    assert!(upstream.real_requests().len() > real_at_trip, "a real request probed");
+    assert!(
+        upstream.real_requests().len() > real_at_trip,
+        "a real request probed"
+    );
     thread::sleep(Duration::from_millis(500));
-    assert_eq!(upstream.checks().len(), checks, "no checks after the reload removed them");
+    assert_eq!(
+        upstream.checks().len(),
+        checks,
+        "no checks after the reload removed them"
+    );
     // `health` back (with another interval): checks resume after the next trip.
     let slower = HEALTH.replace("200ms", "250ms");
     reload(&proxy, &dir, &config(listeners(), &upstream, &slower));
@@ -76,9 +86,16 @@ fn a_reload_removes_and_adds_health_checks_and_keeps_the_breaker() {
     trip(&proxy, &upstream);
     let real_at_trip = upstream.real_requests().len();
     upstream.real(200);
-    assert!(eventually(Duration::from_secs(5), || upstream.checks().len() > checks));
+    assert!(eventually(Duration::from_secs(5), || upstream
+        .checks()
+        .len()
+        > checks));
     assert!(eventually(Duration::from_secs(5), || proxy.phase("dep") == "closed"));
-    assert_eq!(upstream.real_requests().len(), real_at_trip, "no real request probed");
+    assert_eq!(
+        upstream.real_requests().len(),
+        real_at_trip,
+        "no real request probed"
+    );
 }
 
 #[test]
@@ -117,7 +134,11 @@ fn with_redis_the_health_check_takes_the_shared_probe_slot() {
             }
             assert_eq!(reply.status, 503, "{}", reply.body);
             let reason = reply.json()["reason"].as_str().unwrap_or("").to_string();
-            assert!(reason == "health probing" || reason == "open", "{}", reply.body);
+            assert!(
+                reason == "health probing" || reason == "open",
+                "{}",
+                reply.body
+            );
             held_back += 1;
         }
         assert!(started.elapsed() < Duration::from_secs(10), "never closed");
@@ -128,8 +149,16 @@ fn with_redis_the_health_check_takes_the_shared_probe_slot() {
     assert!(late <= 2, "{late}");
     // Closed by the checks: real traffic resumes through both proxies.
     upstream.real(200);
-    assert!(eventually(Duration::from_secs(5), || get(a.addr, "/api/pay").status == 200));
-    assert!(eventually(Duration::from_secs(5), || get(b.addr, "/api/pay").status == 200));
+    assert!(eventually(Duration::from_secs(5), || get(
+        a.addr, "/api/pay"
+    )
+    .status
+        == 200));
+    assert!(eventually(Duration::from_secs(5), || get(
+        b.addr, "/api/pay"
+    )
+    .status
+        == 200));
     assert!(upstream.checks().len() >= 2);
     let checks = |p: &ProxyProcess| {
         p.status()["breakers"]["dep"]["health"]["checks"]["success"]

@@ -36,12 +36,18 @@ pub(super) fn health(table: &Table, path: &str, errors: &mut Errors) -> Option<H
     errors.unknown_keys(health, HEALTH_KEYS, &at);
     let check_path = match string(health, "path", &at, errors) {
         None if !health.contains_key("path") => {
-            errors.push(&join(&at, "path"), "missing: the path to check, like \"/healthz\"");
+            errors.push(
+                &join(&at, "path"),
+                "missing: the path to check, like \"/healthz\"",
+            );
             None
         }
         None => None,
         Some(p) if !p.starts_with('/') => {
-            errors.push(&join(&at, "path"), format_args!("invalid value {p:?}: expected a path starting with '/'"));
+            errors.push(
+                &join(&at, "path"),
+                format_args!("invalid value {p:?}: expected a path starting with '/'"),
+            );
             None
         }
         Some(p) => match p.parse::<http::uri::PathAndQuery>() {

@@ -43,7 +43,14 @@ pub async fn check(
     let mut status = None;
     let judged = tokio::time::timeout(
         timeout,
-        exchange_once(pool, authority, health, &mut exchange, &mut status, &elapsed),
+        exchange_once(
+            pool,
+            authority,
+            health,
+            &mut exchange,
+            &mut status,
+            &elapsed,
+        ),
     )
     .await;
     let judgement = match judged {
