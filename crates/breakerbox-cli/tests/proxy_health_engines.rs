@@ -83,13 +83,12 @@ fn a_reload_removes_and_adds_health_checks_and_keeps_the_breaker() {
         proxy.status()["breakers"]["dep"]["health"]["interval_ms"],
         250
     );
+    upstream.health(200, Duration::ZERO);
     trip(&proxy, &upstream);
     let real_at_trip = upstream.real_requests().len();
     upstream.real(200);
-    assert!(eventually(Duration::from_secs(5), || upstream
-        .checks()
-        .len()
-        > checks));
+    let resumed = || upstream.checks().len() > checks;
+    assert!(eventually(Duration::from_secs(5), resumed));
     assert!(eventually(Duration::from_secs(5), || proxy.phase("dep") == "closed"));
     assert_eq!(
         upstream.real_requests().len(),
@@ -104,8 +103,8 @@ fn with_redis_the_health_check_takes_the_shared_probe_slot() {
     let upstream = HealthUpstream::start("/healthz");
     let dir = temp_dir("health-redis");
     let head = format!(
-        "{}redis = \"{}\"\nredis_prefix = \"healthtest:\"\n",
-        listeners(),
+        "listen = \"127.0.0.1:0\"\nredis = \"{}\"\nredis_prefix = \"healthtest:\"\n\
+         [admin]\nlisten = \"127.0.0.1:0\"\n",
         redis.url()
     );
     // Two proxies on one shared breaker, both with health checks.
