@@ -2,6 +2,10 @@
 //! path and every other path with separately scripted statuses, and counts each kind of
 //! request (method and path kept), so a test can tell health checks from real requests.
 
+#![allow(dead_code)]
+// Test code: a poisoned lock or an absurd delay is a test bug.
+#![allow(clippy::unwrap_used)]
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
