@@ -37,10 +37,19 @@ fn trip(proxy: &ProxyProcess, upstream: &HealthUpstream) {
     assert_eq!(proxy.phase("dep"), "open");
 }
 
+/// Reloads `text`, which changes `health` and nothing else: the breaker is kept.
 fn reload(proxy: &ProxyProcess, dir: &std::path::Path, text: &str) {
     write(dir, "proxy.toml", text);
     let reply = admin_post(proxy.admin, "/reload", &[]);
     assert_eq!(reply.status, 200, "{}", reply.body);
+    let changed = &reply.json()["changed"][0];
+    assert_eq!(
+        changed["keys"],
+        serde_json::json!(["health"]),
+        "{}",
+        reply.body
+    );
+    assert_eq!(changed["breaker"], "kept", "{}", reply.body);
 }
 
 #[test]
