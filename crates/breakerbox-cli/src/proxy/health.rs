@@ -5,9 +5,10 @@
 //! or in Redis), is judged by the upstream's judge, and records its verdict on the
 //! permit; real requests are answered 503 `health probing` until the breaker closes.
 //!
-//! One checker per upstream name. It reads its upstream from the running config before
-//! every check, so a reload that changes `health` retunes it, one that removes it (or the
-//! upstream) stops it, and the breaker a reload keeps is the one it checks.
+//! One checker per upstream name, started and stopped by [`supervise`] as reloads add and
+//! remove `health`. It reads its upstream from the running config before every check, so
+//! a reload that changes `health` retunes it, and the breaker a reload keeps is the one
+//! it checks.
 
 mod check;
 mod stats;
@@ -79,14 +80,29 @@ pub fn rejection(upstream: &Upstream, recorder: &Recorder) -> Response<ProxyBody
     response
 }
 
-/// Runs a checker for every upstream with `health` in the running config, starting the
-/// ones a reload adds; runs until the process ends.
+/// Runs a checker for every upstream with `health` in the running config: a reload that
+/// adds one starts its checker, one that removes it (or its upstream) stops it (a check
+/// in flight then gives its probe permit back unrecorded). Runs until the process ends.
+/// Only this task starts and stops checkers, so a quick remove-and-add cannot leave an
+/// upstream unchecked.
 pub async fn supervise(live: Arc<Live>) {
     let mut published = live.subscribe();
     let mut checkers: HashMap<String, JoinHandle<()>> = HashMap::new();
     loop {
-        checkers.retain(|_, task| !task.is_finished());
         let proxy = live.current();
+        let checked = |name: &str| {
+            proxy
+                .upstreams
+                .iter()
+                .any(|u| u.config.name == name && u.config.health.is_some())
+        };
+        checkers.retain(|name, task| {
+            let keep = checked(name);
+            if !keep {
+                task.abort();
+            }
+            keep
+        });
         for u in proxy.upstreams.iter().filter(|u| u.config.health.is_some()) {
             if !checkers.contains_key(&u.config.name) {
                 let task = tokio::spawn(checker(live.clone(), u.config.name.clone()));
@@ -129,13 +145,20 @@ impl Target {
     }
 }
 
-/// Checks upstream `name` while it has a health check.
+/// Checks upstream `name` until the supervisor stops it.
 async fn checker(live: Arc<Live>, name: String) {
     let mut published = live.subscribe();
     // The checker's own connections (the worker threads' pools are theirs), renewed when
     // a reload gives the upstream another address or TLS settings.
     let mut cached: Option<(u64, Arc<Pool>)> = None;
-    while let Some(target) = Target::current(&live, &name) {
+    loop {
+        let Some(target) = Target::current(&live, &name) else {
+            // Gone from the config just published: the supervisor stops this checker.
+            if published.changed().await.is_err() {
+                return;
+            }
+            continue;
+        };
         if cached.as_ref().is_none_or(|(conn, _)| *conn != target.conn) {
             let pool = Pool::new(vec![(target.conn, target.tls.clone())]);
             cached = Some((target.conn, Arc::new(pool)));
