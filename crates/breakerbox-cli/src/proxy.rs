@@ -17,6 +17,7 @@ mod grpc_reply;
 mod guard;
 mod h2_server;
 mod headers;
+mod health;
 mod live;
 mod metrics;
 mod pool;
@@ -113,6 +114,8 @@ async fn serve(config: ProxyConfig, root: toml::Table, path: PathBuf) -> anyhow:
         config.limits,
     ))));
     let shared_state = running.shared();
+    // Rule 24: the health checkers run on this thread, with the admin listener.
+    let health = tokio::spawn(health::supervise(live.clone()));
     let reloader = Arc::new(Reloader::new(path, live.clone(), running));
     // Built before any worker starts: a refused option stops the start-up cleanly.
     let admin = Arc::new(admin::Front::new(
@@ -220,6 +223,7 @@ async fn serve(config: ProxyConfig, root: toml::Table, path: PathBuf) -> anyhow:
 
     shutdown_signal().await?;
     reloads.abort();
+    health.abort();
     eprintln!(
         "breakerbox proxy: shutting down (grace {:?})",
         limits.shutdown_grace

@@ -116,6 +116,7 @@ fn listed(recorder: &metrics::Recorder, upstream: &Upstream) -> Listed {
                         None => Value::Null,
                     },
                 )
+                .with_detail("health", super::health::status(c, &stats.health))
                 .with_detail("rejections", stats.rejections())
                 .with_detail("overloaded", stats.overloads())
                 .with_detail("stale_results", stats.stale());

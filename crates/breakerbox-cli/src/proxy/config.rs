@@ -19,15 +19,17 @@ use crate::spec::{breaker_config_at, DependencySpec};
 
 mod concurrency;
 mod fields;
+mod health;
 mod protocol;
 mod redis;
 mod tls;
 mod url;
 
+pub use health::HealthConfig;
 pub use protocol::Protocol;
 use redis::redis_options;
 
-use fields::{address, duration, join, positive, string, sub_table, type_name, Errors};
+use fields::{address, duration, join, positive, string, sub_table, type_name, valid_name, Errors};
 use url::target;
 
 /// A validated proxy config.
@@ -134,6 +136,8 @@ pub struct UpstreamConfig {
     pub tls: Option<Arc<UpstreamTls>>,
     /// The HTTP version spoken to it (`protocol`).
     pub protocol: Protocol,
+    /// Its active health check (rule 24), when `health` is set.
+    pub health: Option<HealthConfig>,
 }
 
 impl UpstreamConfig {
@@ -184,6 +188,7 @@ const UPSTREAM_KEYS: &[&str] = &[
     "pending_timeout",
     "tls",
     "protocol",
+    "health",
 ];
 
 /// Reads and validates a config; `Err` holds every error found, each naming its key.
@@ -511,6 +516,7 @@ fn upstream(
     };
     let concurrency = concurrency::concurrency(table, path, errors);
     let protocol = protocol::protocol(table, path, errors);
+    let health = health::health(table, path, errors);
     let tls = target.as_ref().and_then(|(authority, _, https)| {
         tls::upstream_tls(table, *https, authority.host(), protocol, path, errors)
     });
@@ -571,13 +577,6 @@ fn upstream(
         concurrency,
         tls,
         protocol,
+        health,
     })
-}
-
-fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 128
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }

@@ -8,6 +8,7 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, Prometheu
 
 use breakerbox::Phase;
 
+use super::health::{HealthStats, RESULTS};
 use super::metrics::{
     Recorder, UpstreamError, CLIENT_FAULTS, REJECT_REASONS, TRIP_REASONS, VERDICTS,
 };
@@ -64,6 +65,7 @@ impl Exposition {
                     )
                     .absolute(s.rejections_for(reason));
                 }
+                health(&breaker, &s.health);
                 for ((from, to), n) in s.transitions() {
                     counter!(
                         "breakerbox_transitions_total",
@@ -129,7 +131,12 @@ fn describe() {
     describe_counter!(
         "breakerbox_rejections_total",
         "Requests answered 503 without contacting the upstream, by reason: open (the phase \
-         rejects) or ramp (a recovery ramping up admitted only a fraction)."
+         rejects), ramp (a recovery ramping up admitted only a fraction) or health (a health \
+         check probes, rule 24)."
+    );
+    describe_counter!(
+        "breakerbox_health_checks_total",
+        "Rule 24: health checks by result (a verdict, or skipped when no probe slot was free)."
     );
     describe_counter!(
         "breakerbox_transitions_total",
@@ -160,4 +167,28 @@ fn describe() {
         "breakerbox_client_errors_total",
         "Requests their client spoiled (stalled, gone, malformed or oversized body), not judged."
     );
+}
+
+/// Rule 24: an upstream's health checks and the requests they held back (only once there
+/// are some: an upstream without `health` shows none).
+fn health(breaker: &str, stats: &HealthStats) {
+    let checks = stats.checks();
+    let rejected = stats.rejections();
+    if checks.iter().all(|&n| n == 0) && rejected == 0 {
+        return;
+    }
+    for (result, n) in RESULTS.into_iter().zip(checks) {
+        counter!(
+            "breakerbox_health_checks_total",
+            "breaker" => breaker.to_string(),
+            "result" => result
+        )
+        .absolute(n);
+    }
+    counter!(
+        "breakerbox_rejections_total",
+        "breaker" => breaker.to_string(),
+        "reason" => "health"
+    )
+    .absolute(rejected);
 }

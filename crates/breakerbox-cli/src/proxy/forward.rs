@@ -17,6 +17,7 @@ use super::config::{Limits, UpstreamConfig};
 use super::download::{BodyFault, Download, Hold, Outcome, UpstreamJudge};
 use super::exchange::{self, Failed};
 use super::headers::{forwarded_for, header_bytes, strip_hop_by_hop};
+use super::health;
 use super::metrics::{Recorder, UpstreamError};
 use super::pool::{Pool, SendError};
 use super::pool_h2::H2Pool;
@@ -165,7 +166,15 @@ impl Worker {
                 }
             },
         };
+        // Rule 24: while a health check probes, real requests take no probe permit.
+        if health::probing(upstream) {
+            return Ok(health::rejection(upstream, &proxy.recorder));
+        }
         let ticket = match upstream.breaker.acquire_now_or_later().await {
+            Ok(ticket) if health::reserved(upstream, &ticket) => {
+                drop(ticket);
+                return Ok(health::rejection(upstream, &proxy.recorder));
+            }
             Ok(ticket) => ticket,
             Err(open) => {
                 if let Some(s) = stats {

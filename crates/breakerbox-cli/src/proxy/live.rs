@@ -68,6 +68,11 @@ impl Live {
         generation
     }
 
+    /// A receiver told of every config published from now on (its generation).
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.published.subscribe()
+    }
+
     /// Counts a reload: applied (`ok`) or refused.
     pub fn count_reload(&self, ok: bool) {
         self.reloads[usize::from(!ok)].fetch_add(1, Ordering::Relaxed);

@@ -12,6 +12,7 @@ use breakerbox_admin::TransitionLog;
 use breakerbox_http::Judgement;
 
 use super::exposition::Exposition;
+use super::health::HealthStats;
 use super::upload::ClientFault;
 
 /// The rules a local open (rule 21) can be for, in the order of [`Stats`]'s counters.
@@ -48,6 +49,8 @@ pub struct Stats {
     client_errors: [AtomicU64; CLIENT_FAULTS.len()],
     transitions: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
     last: Mutex<Option<Judgement>>,
+    /// Rule 24: the health checks, and the requests they held back.
+    pub health: HealthStats,
 }
 
 /// Why no response came from an upstream.
@@ -162,9 +165,10 @@ impl Stats {
         self.calls[verdict_index(verdict)].load(Ordering::Relaxed)
     }
 
-    /// Requests rejected so far.
+    /// Requests rejected so far (by the breaker, and while a health check probes).
     pub fn rejections(&self) -> u64 {
-        REJECT_REASONS.iter().map(|&r| self.rejections_for(r)).sum()
+        let by_breaker: u64 = REJECT_REASONS.iter().map(|&r| self.rejections_for(r)).sum();
+        by_breaker + self.health.rejections()
     }
 
     /// Requests rejected so far for `reason` (rule 23: `ramp` while a recovery ramps up).

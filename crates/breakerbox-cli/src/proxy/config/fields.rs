@@ -146,3 +146,12 @@ pub(super) fn sub_table<'a>(
         }
     }
 }
+
+/// Whether `name` is a valid upstream (breaker) name.
+pub(super) fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 128
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}

@@ -31,6 +31,7 @@ const COMPARED: &[&str] = &[
     "max_in_flight",
     "max_pending",
     "pending_timeout",
+    "health",
 ];
 
 /// A new breaker for `config`: in memory, or shared through `redis`.
