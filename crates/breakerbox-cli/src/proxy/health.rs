@@ -24,11 +24,14 @@ use tokio::task::JoinHandle;
 
 use super::body::ProxyBody;
 use super::config::HealthConfig;
+use super::config::Protocol;
 use super::forward::Upstream;
 use super::live::Live;
 use super::metrics::Recorder;
 use super::pool::Pool;
+use super::pool_h2::H2Upstream;
 use super::reply;
+use check::Connection;
 
 pub use stats::{HealthStats, LastCheck, RESULTS};
 
@@ -125,6 +128,7 @@ struct Target {
     authority: http::uri::Authority,
     conn: u64,
     tls: Option<Arc<super::tls::UpstreamTls>>,
+    protocol: Protocol,
     recorder: Arc<Recorder>,
 }
 
@@ -140,6 +144,7 @@ impl Target {
             authority: u.config.authority.clone(),
             conn: u.conn,
             tls: u.config.tls.clone(),
+            protocol: u.config.protocol,
             recorder: proxy.recorder.clone(),
         })
     }
@@ -150,7 +155,7 @@ async fn checker(live: Arc<Live>, name: String) {
     let mut published = live.subscribe();
     // The checker's own connections (the worker threads' pools are theirs), renewed when
     // a reload gives the upstream another address or TLS settings.
-    let mut cached: Option<(u64, Arc<Pool>)> = None;
+    let mut cached: Option<(u64, Protocol, Connection)> = None;
     loop {
         let Some(target) = Target::current(&live, &name) else {
             // Gone from the config just published: the supervisor stops this checker.
@@ -159,11 +164,21 @@ async fn checker(live: Arc<Live>, name: String) {
             }
             continue;
         };
-        if cached.as_ref().is_none_or(|(conn, _)| *conn != target.conn) {
-            let pool = Pool::new(vec![(target.conn, target.tls.clone())]);
-            cached = Some((target.conn, Arc::new(pool)));
+        let same = |(conn, protocol, _): &(u64, Protocol, Connection)| {
+            *conn == target.conn && *protocol == target.protocol
+        };
+        if !cached.as_ref().is_some_and(same) {
+            let connection = match target.protocol {
+                Protocol::Http1 => {
+                    Connection::Http1(Arc::new(Pool::new(vec![(target.conn, target.tls.clone())])))
+                }
+                Protocol::Http2 => {
+                    Connection::Http2(H2Upstream::standalone(target.conn, target.tls.clone()))
+                }
+            };
+            cached = Some((target.conn, target.protocol, connection));
         }
-        let Some((_, pool)) = &cached else { return };
+        let Some((_, _, pool)) = &cached else { return };
         let wait = round(&name, &target, pool).await;
         drop(target);
         tokio::select! {
@@ -180,7 +195,7 @@ async fn checker(live: Arc<Live>, name: String) {
 
 /// One look at the breaker, and a check when it is due; answers how long to wait before
 /// the next look.
-async fn round(name: &str, target: &Target, pool: &Arc<Pool>) -> Duration {
+async fn round(name: &str, target: &Target, pool: &Connection) -> Duration {
     let interval = target.health.interval;
     let breaker = &target.breaker;
     // Closed (or disabled): real requests are the calls; nothing is checked.

@@ -83,6 +83,16 @@ impl H2Pool {
 }
 
 impl H2Upstream {
+    /// A connection of its own (none open yet) to the upstream whose connection identity is
+    /// `id`, for a sender outside the worker threads (the health checker).
+    pub fn standalone(id: u64, tls: Option<Arc<UpstreamTls>>) -> Arc<H2Upstream> {
+        Arc::new(H2Upstream {
+            id,
+            tls,
+            sender: tokio::sync::Mutex::new(None),
+        })
+    }
+
     /// Sends `request` (its URI in origin-form, its `Host` the client's) to the upstream
     /// at `authority` as a stream of the shared connection.
     pub async fn send(

@@ -14,7 +14,32 @@ use http_body_util::BodyExt;
 
 use super::super::body::ProxyBody;
 use super::super::config::HealthConfig;
-use super::super::pool::{Pool, SendError};
+use super::super::pool::{Lent, Pool, SendError};
+use super::super::pool_h2::H2Upstream;
+
+/// The checker's own connection to its upstream, in the protocol the upstream speaks.
+pub enum Connection {
+    /// HTTP/1.1: a one-slot pool.
+    Http1(Arc<Pool>),
+    /// HTTP/2: one shared connection.
+    Http2(Arc<H2Upstream>),
+}
+
+impl Connection {
+    async fn send(
+        &self,
+        authority: &Authority,
+        request: Request<ProxyBody>,
+    ) -> Result<(hyper::Response<hyper::body::Incoming>, Option<Lent>), SendError> {
+        match self {
+            Connection::Http1(pool) => {
+                let (response, lent) = pool.send(0, authority, request).await?;
+                Ok((response, Some(lent)))
+            }
+            Connection::Http2(upstream) => Ok((upstream.send(authority, request).await?, None)),
+        }
+    }
+}
 
 /// What a check found.
 pub struct Checked {
@@ -26,10 +51,10 @@ pub struct Checked {
     pub latency: Duration,
 }
 
-/// Checks `health` on `authority` through `pool` (slot 0), within `timeout` (the whole
+/// Checks `health` on `authority` through `pool`, within `timeout` (the whole
 /// exchange, head and body), judged by `judge` as a probe; latency on `breaker`'s clock.
 pub async fn check(
-    pool: &Arc<Pool>,
+    pool: &Connection,
     authority: &Authority,
     health: &HealthConfig,
     judge: &HttpJudge,
@@ -68,7 +93,7 @@ pub async fn check(
 }
 
 async fn exchange_once(
-    pool: &Arc<Pool>,
+    pool: &Connection,
     authority: &Authority,
     health: &HealthConfig,
     exchange: &mut Exchange<&HttpJudge>,
@@ -85,7 +110,7 @@ async fn exchange_once(
         header::USER_AGENT,
         HeaderValue::from_static("breakerbox-health"),
     );
-    let (response, lent) = match pool.send(0, authority, request).await {
+    let (response, lent) = match pool.send(authority, request).await {
         Ok(sent) => sent,
         Err(error) => {
             let transport = match &error {
@@ -124,7 +149,9 @@ async fn exchange_once(
             Err(frame) => trailers = frame.into_trailers().ok(),
         }
     }
-    lent.give_back();
+    if let Some(lent) = lent {
+        lent.give_back();
+    }
     match after {
         AfterHead::Judged(judgement) => judgement,
         AfterHead::AwaitTrailers => exchange.on_trailers(trailers.as_ref()),
