@@ -217,22 +217,30 @@ impl Pool {
         authority: &Authority,
     ) -> Result<SendRequest<ProxyBody>, SendError> {
         let tls = self.tls.get(slot).and_then(Option::as_ref);
-        let default_port = if tls.is_some() { 443 } else { 80 };
-        let port = authority.port_u16().unwrap_or(default_port);
-        // An IPv6 literal without its brackets.
-        let host = authority
-            .host()
-            .trim_start_matches('[')
-            .trim_end_matches(']');
-        let stream = tokio::net::TcpStream::connect((host, port))
-            .await
-            .map_err(SendError::Connect)?;
-        let _ = stream.set_nodelay(true);
+        let stream = tcp_connect(authority, tls.is_some()).await?;
         match tls {
             None => handshake(stream).await,
             Some(tls) => handshake(tls.connect(stream).await.map_err(SendError::Connect)?).await,
         }
     }
+}
+
+/// A TCP connection (no delay) to `authority`, on its port or the scheme's default (443
+/// with `tls`, else 80); an IPv6 literal is dialled without its brackets.
+pub(crate) async fn tcp_connect(
+    authority: &Authority,
+    tls: bool,
+) -> Result<tokio::net::TcpStream, SendError> {
+    let port = authority.port_u16().unwrap_or(if tls { 443 } else { 80 });
+    let host = authority
+        .host()
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    let stream = tokio::net::TcpStream::connect((host, port))
+        .await
+        .map_err(SendError::Connect)?;
+    let _ = stream.set_nodelay(true);
+    Ok(stream)
 }
 
 /// HTTP/1.1 over `io`, its connection driven by a task of its own.

@@ -23,7 +23,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use super::body::ProxyBody;
 use super::config::Protocol;
 use super::forward::Upstream;
-use super::pool::SendError;
+use super::pool::{tcp_connect, SendError};
 use super::tls::UpstreamTls;
 
 /// The HTTP/2 connections of one worker, per upstream (by index; `None` for an HTTP/1.1
@@ -209,17 +209,7 @@ async fn connect(
     authority: &Authority,
     tls: Option<&UpstreamTls>,
 ) -> Result<SendRequest<ProxyBody>, SendError> {
-    let default_port = if tls.is_some() { 443 } else { 80 };
-    let port = authority.port_u16().unwrap_or(default_port);
-    // An IPv6 literal without its brackets.
-    let host = authority
-        .host()
-        .trim_start_matches('[')
-        .trim_end_matches(']');
-    let stream = tokio::net::TcpStream::connect((host, port))
-        .await
-        .map_err(SendError::Connect)?;
-    let _ = stream.set_nodelay(true);
+    let stream = tcp_connect(authority, tls.is_some()).await?;
     match tls {
         None => handshake(stream).await,
         Some(tls) => {
