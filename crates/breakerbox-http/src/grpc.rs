@@ -99,9 +99,12 @@ impl GrpcJudge {
 /// status is judged by the HTTP rules (a proxy or load balancer answered, not the gRPC
 /// server), and so is a 200 of another content type.
 pub fn is_grpc_response(status: StatusCode, headers: &HeaderMap) -> bool {
-    if status != StatusCode::OK {
-        return false;
-    }
+    status == StatusCode::OK && is_grpc_content_type(headers)
+}
+
+/// Whether a request's or response's `content-type` is gRPC's: `application/grpc`, or
+/// `application/grpc+...` / `application/grpc;...`, in any case (not `grpc-web`).
+pub fn is_grpc_content_type(headers: &HeaderMap) -> bool {
     let Some(value) = headers.get(header::CONTENT_TYPE) else {
         return false;
     };

@@ -354,30 +354,24 @@ impl HttpJudge {
 /// `Retry-After` in delta-seconds. An HTTP-date is not understood: the judge has no wall
 /// clock (library code reads time only from a breaker's `Clock`, which is monotonic).
 fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let text = headers
-        .get(http::header::RETRY_AFTER)?
-        .to_str()
-        .ok()?
-        .trim();
-    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    text.parse::<u64>().ok().map(Duration::from_secs)
+    unsigned_header(headers, http::header::RETRY_AFTER.as_str()).map(Duration::from_secs)
 }
 
 /// `grpc-retry-pushback-ms` (gRPC's A6: milliseconds, a non-negative integer), gRPC's
 /// `Retry-After`. A negative or malformed value (gRPC's "do not retry") gives no hint: a
 /// breaker has no "never" to stay open for.
 fn retry_pushback(trailers: &HeaderMap) -> Option<Duration> {
-    let text = trailers
-        .get("grpc-retry-pushback-ms")?
-        .to_str()
-        .ok()?
-        .trim();
+    unsigned_header(trailers, "grpc-retry-pushback-ms").map(Duration::from_millis)
+}
+
+/// Header `name` as a plain unsigned integer: digits only (no sign, no fraction), spaces
+/// around them allowed.
+fn unsigned_header(headers: &HeaderMap, name: &str) -> Option<u64> {
+    let text = headers.get(name)?.to_str().ok()?.trim();
     if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    text.parse::<u64>().ok().map(Duration::from_millis)
+    text.parse::<u64>().ok()
 }
 
 /// A response is judged from its status and the latency (no body, not as a probe); an

@@ -17,11 +17,7 @@ pub struct OwnReply;
 
 /// Whether `request` is a gRPC call (HTTP/2, `content-type: application/grpc...`).
 pub fn is_grpc<B>(request: &Request<B>) -> bool {
-    request.version() == Version::HTTP_2
-        && request
-            .headers()
-            .get(CONTENT_TYPE)
-            .is_some_and(|t| t.as_bytes().starts_with(b"application/grpc"))
+    request.version() == Version::HTTP_2 && breakerbox_http::is_grpc_content_type(request.headers())
 }
 
 /// `response` for a gRPC client: the proxy's own answers become trailers-only gRPC ones.

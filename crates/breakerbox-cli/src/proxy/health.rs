@@ -155,7 +155,7 @@ async fn checker(live: Arc<Live>, name: String) {
     let mut published = live.subscribe();
     // The checker's own connections (the worker threads' pools are theirs), renewed when
     // a reload gives the upstream another address or TLS settings.
-    let mut cached: Option<(u64, Protocol, Connection)> = None;
+    let mut cached: Option<(u64, Connection)> = None;
     loop {
         let Some(target) = Target::current(&live, &name) else {
             // Gone from the config just published: the supervisor stops this checker.
@@ -164,8 +164,8 @@ async fn checker(live: Arc<Live>, name: String) {
             }
             continue;
         };
-        let same = |(conn, protocol, _): &(u64, Protocol, Connection)| {
-            *conn == target.conn && *protocol == target.protocol
+        let same = |(conn, connection): &(u64, Connection)| {
+            *conn == target.conn && connection.protocol() == target.protocol
         };
         if !cached.as_ref().is_some_and(same) {
             let connection = match target.protocol {
@@ -176,9 +176,9 @@ async fn checker(live: Arc<Live>, name: String) {
                     Connection::Http2(H2Upstream::standalone(target.conn, target.tls.clone()))
                 }
             };
-            cached = Some((target.conn, target.protocol, connection));
+            cached = Some((target.conn, connection));
         }
-        let Some((_, _, pool)) = &cached else { return };
+        let Some((_, pool)) = &cached else { return };
         let wait = round(&name, &target, pool).await;
         drop(target);
         tokio::select! {

@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use http::header::{HeaderValue, CONTENT_TYPE, HOST, TE};
+use http::header::{HeaderValue, HOST, TE};
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{Request, Response, Uri, Version};
 use http_body::Body as _;
@@ -170,11 +170,7 @@ fn http2_request(
         *request.uri_mut() = uri;
     }
     *request.version_mut() = Version::HTTP_2;
-    let grpc = request
-        .headers()
-        .get(CONTENT_TYPE)
-        .is_some_and(|t| t.as_bytes().starts_with(b"application/grpc"));
-    if grpc {
+    if breakerbox_http::is_grpc_content_type(request.headers()) {
         request
             .headers_mut()
             .insert(TE, HeaderValue::from_static("trailers"));

@@ -14,6 +14,7 @@ use http_body_util::BodyExt;
 
 use super::super::body::ProxyBody;
 use super::super::config::HealthConfig;
+use super::super::config::Protocol;
 use super::super::pool::{Lent, Pool, SendError};
 use super::super::pool_h2::H2Upstream;
 
@@ -26,6 +27,14 @@ pub enum Connection {
 }
 
 impl Connection {
+    /// The protocol it speaks.
+    pub fn protocol(&self) -> Protocol {
+        match self {
+            Connection::Http1(_) => Protocol::Http1,
+            Connection::Http2(_) => Protocol::Http2,
+        }
+    }
+
     async fn send(
         &self,
         authority: &Authority,
@@ -62,8 +71,8 @@ pub async fn check(
     timeout: Duration,
 ) -> Checked {
     let clock = breaker.clock();
-    let started = clock.now();
-    let elapsed = || clock.now().saturating_sub(started).as_duration();
+    let started = clock.stamp();
+    let elapsed = || clock.elapsed_since(started).as_duration();
     let mut exchange = Exchange::new(judge, true);
     let mut status = None;
     let judged = tokio::time::timeout(
@@ -124,8 +133,11 @@ async fn exchange_once(
     let (parts, mut body) = response.into_parts();
     let after = exchange.on_head(parts.status, &parts.headers, elapsed());
     // The body is read to its end either way (the connection goes back to the pool),
-    // keeping at most the judge's cap for a business-code rule.
-    let cap = exchange.judge().body_cap();
+    // keeping at most the cap `on_head` asked for (a business-code rule; none otherwise).
+    let cap = match after {
+        AfterHead::ReadBody { cap } => cap,
+        AfterHead::Judged(_) | AfterHead::AwaitTrailers => 0,
+    };
     let mut kept = Vec::new();
     let mut oversized = false;
     let mut trailers = None;
