@@ -128,17 +128,19 @@ fn with_redis_the_health_check_takes_the_shared_probe_slot() {
     let real_at_trip = upstream.real_requests().len();
     // Real requests through both proxies until the shared breaker closes. The real paths
     // still fail: a real request used as a probe would come back 500 (and re-open it).
+    // The first real request that reaches the upstream ends the loop: it may only be one
+    // that raced the close (a second 500 would trip the shared breaker again, which is
+    // two failures in a row, not a probe).
     let started = Instant::now();
     let mut held_back = 0;
     let mut late = 0;
-    while a.phase("dep") != "closed" {
+    'probing: while a.phase("dep") != "closed" {
         for proxy in [&a, &b] {
             let reply = get(proxy.addr, "/api/pay");
             if reply.status == 500 {
-                // Only a request that raced the close may reach the upstream.
                 assert_eq!(proxy.phase("dep"), "closed", "a real request probed");
                 late += 1;
-                continue;
+                break 'probing;
             }
             assert_eq!(reply.status, 503, "{}", reply.body);
             let reason = reply.json()["reason"].as_str().unwrap_or("").to_string();
@@ -154,7 +156,6 @@ fn with_redis_the_health_check_takes_the_shared_probe_slot() {
     }
     assert!(held_back > 5, "{held_back}");
     assert_eq!(upstream.real_requests().len() - real_at_trip, late);
-    assert!(late <= 2, "{late}");
     // Closed by the checks: real traffic resumes through both proxies.
     upstream.real(200);
     assert!(eventually(Duration::from_secs(5), || get(

@@ -81,16 +81,27 @@ async fn four_processes_ride_out_a_paused_killed_and_restarted_redis() {
 }
 
 /// Rule 21 across OS processes: one process whose path to the (healthy) dependency is
-/// broken, two healthy ones, sharing a breaker (3 failures in a row trip, 1 s open).
-/// With a quorum of 2 only the broken process opens (locally) and the healthy ones never
-/// see a rejection; without one the broken process trips them all.
+/// broken, two healthy ones, sharing a breaker (3 failures in a row, or 10 % failures over
+/// the last 50 calls, trip; 1 s open). With a quorum of 2 only the broken process opens
+/// (locally) and the healthy ones never see a rejection; without one the broken process
+/// trips them all.
+///
+/// The rate rule is what makes the broken node's failures fire a rule whatever the
+/// interleaving: the healthy nodes' successes end every streak they land in (rule 19),
+/// so on a loaded machine three failures in a row may never reach Redis together, while a
+/// third of the calls failing always fires the rate.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_broken_process_opens_only_itself_with_a_quorum_and_trips_all_without() {
     let server = RedisServer::start();
     let dependency = Dependency::start(true).await;
     for quorum in ["2", "1"] {
         let name = format!("quorum-{quorum}");
+        // All three run over the same 1.5 s, however long each took to start.
+        let start = fleet::start_at(Duration::from_millis(1500));
         let env = fleet::cap_settings(&[
+            ("BB_FLEET_START_AT_MS", &start),
+            ("BB_FLEET_RATE_PCT", "10"),
+            ("BB_FLEET_WINDOW", "50"),
             ("BB_FLEET_QUORUM", quorum),
             ("BB_FLEET_NAME", &name),
             ("BB_FLEET_RECOVERY_MS", "1000"),

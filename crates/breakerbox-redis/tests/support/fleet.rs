@@ -271,6 +271,19 @@ pub async fn reports(children: Vec<Child>) -> Vec<Report> {
     out
 }
 
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// A `BB_FLEET_START_AT_MS` value `after` from now: workers spawned together wait for it
+/// once their breaker is built, so a slow process start does not shift its window.
+pub fn start_at(after: Duration) -> String {
+    (unix_ms() + after.as_millis() as u64).to_string()
+}
+
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()
@@ -311,7 +324,20 @@ pub async fn worker_main() {
         Ok("closed") => Fallback::FailClosed,
         _ => Fallback::LocalBreaker,
     };
-    let config = Config::builder()
+    let mut config = Config::builder();
+    // A failure rate (per cent, over a count window of `BB_FLEET_WINDOW` calls), beside
+    // the streak rule.
+    if let Some(rate) = std::env::var("BB_FLEET_RATE_PCT")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+    {
+        let window = env_u64("BB_FLEET_WINDOW", 50) as u32;
+        config = config
+            .failure_rate(f64::from(rate) / 100.0)
+            .count_window(window)
+            .min_calls(window / 2);
+    }
+    let config = config
         .consecutive_failures(env_u64("BB_FLEET_CF", 5) as u32)
         .recovery_timeout(ms("BB_FLEET_RECOVERY_MS", 30_000))
         .half_open_timeout(ms("BB_FLEET_HALF_OPEN_MS", 30_000))
@@ -341,6 +367,17 @@ pub async fn worker_main() {
         .build()
         .await
         .unwrap();
+    // A common start (`BB_FLEET_START_AT_MS`, milliseconds since the Unix epoch, from
+    // [`start_at`]): workers that took longer to start still run over the same window.
+    if let Some(at) = std::env::var("BB_FLEET_START_AT_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        let now = unix_ms();
+        if at > now {
+            tokio::time::sleep(Duration::from_millis(at - now)).await;
+        }
+    }
     let run_for = ms("BB_FLEET_MILLIS", 3_000);
     let pace = ms("BB_FLEET_PACE_MS", 2);
     // Fixed rate: each caller starts a call every `pace` (at its own phase within the
