@@ -32,17 +32,19 @@ impl Run {
     }
 }
 
-fn parse_latency(text: &str) -> f64 {
+/// `text` without the first of `units` (suffix, factor; longest first) it ends with, and
+/// that unit's factor (1 without a unit).
+fn split_unit<'a>(text: &'a str, units: &[(&str, f64)]) -> (&'a str, f64) {
     let text = text.trim();
-    let (num, factor) = if let Some(n) = text.strip_suffix("us") {
-        (n, 0.001)
-    } else if let Some(n) = text.strip_suffix("ms") {
-        (n, 1.0)
-    } else if let Some(n) = text.strip_suffix('s') {
-        (n, 1000.0)
-    } else {
-        (text, 1.0)
-    };
+    units
+        .iter()
+        .find_map(|(suffix, factor)| Some((text.strip_suffix(suffix)?, *factor)))
+        .unwrap_or((text, 1.0))
+}
+
+/// A wrk latency (`812.00us`, `1.20ms`, `2.01s`) in milliseconds.
+fn parse_latency(text: &str) -> f64 {
+    let (num, factor) = split_unit(text, &[("us", 0.001), ("ms", 1.0), ("s", 1000.0)]);
     num.parse::<f64>().unwrap_or(f64::NAN) * factor
 }
 
@@ -94,15 +96,8 @@ pub fn wrk(url: &str, duration: &str) -> Run {
 
 /// Whole seconds of a duration written as wrk takes it (`10s`, `2m`, `10`).
 fn seconds(duration: &str) -> u64 {
-    let d = duration.trim();
-    let (n, factor) = if let Some(n) = d.strip_suffix('m') {
-        (n, 60)
-    } else if let Some(n) = d.strip_suffix('s') {
-        (n, 1)
-    } else {
-        (d, 1)
-    };
-    n.parse::<u64>().unwrap_or(10) * factor
+    let (n, factor) = split_unit(duration, &[("m", 60.0), ("s", 1.0)]);
+    n.parse::<u64>().unwrap_or(10) * factor as u64
 }
 
 /// The h2load settings: BENCH_H2_CLIENTS connections (default 8) with BENCH_H2_STREAMS

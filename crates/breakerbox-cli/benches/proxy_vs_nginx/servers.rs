@@ -148,20 +148,15 @@ pub fn start_nginx(dir: &Path, setup: &Setup) -> (Killed, SocketAddr) {
     );
     let path = dir.join("nginx.conf");
     std::fs::write(&path, config).expect("write nginx config");
-    let child = Command::new("nginx")
+    let mut nginx = Command::new("nginx");
+    nginx
         .arg("-c")
         .arg(&path)
         .arg("-p")
         .arg(dir)
         .arg("-e")
-        .arg(dir.join("nginx-error.log"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn nginx (apt-get install -y nginx)");
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    wait_listening(addr);
-    (Killed(child), addr)
+        .arg(dir.join("nginx-error.log"));
+    spawn_listening(nginx, "nginx", port)
 }
 
 pub fn start_haproxy(dir: &Path, setup: &Setup) -> (Killed, SocketAddr) {
@@ -186,14 +181,19 @@ pub fn start_haproxy(dir: &Path, setup: &Setup) -> (Killed, SocketAddr) {
     );
     let path = dir.join("haproxy.cfg");
     std::fs::write(&path, config).expect("write haproxy config");
-    let child = Command::new("haproxy")
-        .arg("-db")
-        .arg("-f")
-        .arg(&path)
+    let mut haproxy = Command::new("haproxy");
+    haproxy.arg("-db").arg("-f").arg(&path);
+    spawn_listening(haproxy, "haproxy", port)
+}
+
+/// Starts `command` (the Debian package `package`'s server, configured to listen on
+/// `port` of the loopback) and waits until it listens there.
+fn spawn_listening(mut command: Command, package: &str, port: u16) -> (Killed, SocketAddr) {
+    let child = command
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()
-        .expect("spawn haproxy (apt-get install -y haproxy)");
+        .unwrap_or_else(|e| panic!("spawn {package} (apt-get install -y {package}): {e}"));
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     wait_listening(addr);
     (Killed(child), addr)
