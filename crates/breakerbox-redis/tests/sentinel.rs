@@ -115,7 +115,10 @@ async fn after_a_failover_to_a_replica_behind_the_open_phase_is_restored_and_hal
     let lost = scenario.write_what_the_replica_loses().await;
     set.kill_primary_and_resume_replica();
     let promoted = set.wait_promoted(Duration::from_secs(30));
-    eprintln!("replica behind promoted in {promoted:?}");
+    eprintln!(
+        "replica cut off for {:?}, then promoted in {promoted:?}",
+        set.cut_for()
+    );
     let replica = &set.replica;
     scenario
         .check_restored(lost, |key| replica.command(&["HGET", key, "phase"]))

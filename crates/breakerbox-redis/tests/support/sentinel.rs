@@ -71,6 +71,10 @@ pub struct SentinelSet {
     pub replica: RedisServer,
     pub sentinels: Vec<Sentinel>,
     dir: PathBuf,
+    /// When [`SentinelSet::cut_replica`] froze the replica (for the failure report).
+    cut_at: std::cell::Cell<Option<Instant>>,
+    /// How long the replica stayed frozen, once thawed.
+    cut_for: std::cell::Cell<Option<Duration>>,
 }
 
 impl SentinelSet {
@@ -120,6 +124,8 @@ impl SentinelSet {
             replica,
             sentinels,
             dir,
+            cut_at: std::cell::Cell::new(None),
+            cut_for: std::cell::Cell::new(None),
         };
         set.wait_ready(Duration::from_secs(20));
         eprintln!(
@@ -188,7 +194,10 @@ impl SentinelSet {
             }
             assert!(
                 Instant::now() < deadline,
-                "the sentinels did not promote the replica"
+                "the sentinels did not promote the replica within {within:?}; the replica \
+                 was cut off for {:?}; what the sentinels and the replica say:\n{}",
+                self.cut_for.get(),
+                self.report()
             );
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -196,9 +205,11 @@ impl SentinelSet {
 
     /// Cuts the replica off (frozen, its link closed by the primary), so writes from now
     /// on reach the primary only; [`SentinelSet::kill_primary_and_resume_replica`] then
-    /// makes the Sentinels promote a replica that lost them. Keep the cut short (well
-    /// under [`DOWN_AFTER_MS`]): a replica the Sentinels count as down is not promoted.
+    /// makes the Sentinels promote a replica that lost them. A cut longer than
+    /// [`DOWN_AFTER_MS`] has the Sentinels count the replica down until it answers again,
+    /// which it does once thawed (a 5 s cut was still promoted, Redis 7.0.15).
     pub fn cut_replica(&self) {
+        self.cut_at.set(Some(Instant::now()));
         self.replica.pause();
         let killed = self
             .primary
@@ -210,10 +221,97 @@ impl SentinelSet {
         );
     }
 
+    /// How long the last [`SentinelSet::cut_replica`] kept the replica frozen.
+    pub fn cut_for(&self) -> Option<Duration> {
+        self.cut_for.get()
+    }
+
     /// Kills the primary and thaws the replica.
     pub fn kill_primary_and_resume_replica(&mut self) {
         self.primary.kill();
         self.replica.resume();
+        if let Some(at) = self.cut_at.take() {
+            self.cut_for.set(Some(at.elapsed()));
+        }
+    }
+
+    /// Each Sentinel's view of the service and its replicas (flags, failover state, link
+    /// down time, last ping reply, INFO age) and the replica's replication section: what a
+    /// failed promotion is read from.
+    fn report(&self) -> String {
+        let pick = |fields: &[String], names: &[&str]| -> String {
+            names
+                .iter()
+                .map(|name| {
+                    let value = fields
+                        .iter()
+                        .position(|f| f == name)
+                        .and_then(|i| fields.get(i + 1))
+                        .map_or("?", String::as_str);
+                    format!("{name}={value}")
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let mut out = String::new();
+        for s in &self.sentinels {
+            let master: Vec<String> = s
+                .query(&["SENTINEL", "MASTER", SERVICE])
+                .unwrap_or_default();
+            let info: String = s.query(&["INFO", "sentinel"]).unwrap_or_default();
+            let tilt = info
+                .lines()
+                .filter(|l| l.starts_with("sentinel_tilt"))
+                .collect::<Vec<_>>()
+                .join(" ");
+            out.push_str(&format!(
+                "sentinel {} ({tilt}): master {}\n",
+                s.port,
+                pick(
+                    &master,
+                    &[
+                        "port",
+                        "flags",
+                        "failover-state",
+                        "num-slaves",
+                        "config-epoch"
+                    ]
+                )
+            ));
+            let replicas: Vec<Vec<String>> = s
+                .query(&["SENTINEL", "REPLICAS", SERVICE])
+                .unwrap_or_default();
+            for r in &replicas {
+                out.push_str(&format!(
+                    "  replica {}\n",
+                    pick(
+                        r,
+                        &[
+                            "port",
+                            "flags",
+                            "master-link-down-time",
+                            "master-link-status",
+                            "last-ok-ping-reply",
+                            "info-refresh",
+                            "slave-priority"
+                        ]
+                    )
+                ));
+            }
+        }
+        let replication = self.replica.info("replication");
+        out.push_str(&format!(
+            "replica {}: {}",
+            self.replica.port(),
+            replication
+                .lines()
+                .filter(|l| l.starts_with("role")
+                    || l.starts_with("master_link")
+                    || l.starts_with("master_port"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ));
+        out
     }
 }
 
@@ -247,6 +345,11 @@ fn spawn_sentinel(dir: &std::path::Path, i: usize, primary_port: u16) -> Option<
     let deadline = Instant::now() + Duration::from_secs(5);
     while Instant::now() < deadline {
         if sentinel.query::<String>(&["PING"]).as_deref() == Some("PONG") {
+            // A Sentinel whose timer ran late by over 2 s (a stalled, loaded machine)
+            // enters TILT mode and takes no action for 30 s, the whole of a test's wait
+            // for a promotion: keep TILT, but for 1 s (`SENTINEL DEBUG`, Redis 7.0 and
+            // later; an older server keeps its default).
+            let _ = sentinel.query::<String>(&["SENTINEL", "DEBUG", "tilt-period", "1000"]);
             return Some(sentinel);
         }
         if let Some(child) = sentinel.child.as_mut() {
