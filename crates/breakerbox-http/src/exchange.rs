@@ -114,6 +114,39 @@ use crate::{HttpJudge, Judgement, TransportError};
 /// # Ok::<(), breakerbox_http::HttpJudgeError>(())
 /// ```
 ///
+/// # The caller's deadline
+///
+/// A gRPC request carries its caller's deadline (`grpc-timeout`). Give the request's
+/// headers to [`Exchange::on_request`] before the call: a `DEADLINE_EXCEEDED` that comes at
+/// or after that deadline is then the caller's budget running out, not the server failing
+/// (a failure only when the deadline is over the slow-call threshold), so a client cannot
+/// trip a healthy server's breaker with tiny deadlines. Streamed answers end with
+/// [`Exchange::on_trailers_after`], which says when they ended.
+///
+/// ```
+/// use breakerbox::Verdict;
+/// use breakerbox_http::{AfterHead, HttpJudge};
+/// use http::{HeaderMap, StatusCode};
+/// use std::time::Duration;
+///
+/// let judge = HttpJudge::builder().grpc(true).build()?;
+/// let mut request = HeaderMap::new();
+/// request.insert("grpc-timeout", "1n".parse()?);
+/// let mut answer = HeaderMap::new();
+/// answer.insert("content-type", "application/grpc".parse()?);
+/// answer.insert("grpc-status", "4".parse()?);
+/// let mut exchange = judge.exchange(false);
+/// exchange.on_request(&request);
+/// let after = exchange.on_head(StatusCode::OK, &answer, Duration::from_millis(1));
+/// assert!(matches!(after, AfterHead::Judged(j) if j.verdict == Verdict::Ignore));
+///
+/// // The same answer without the caller's deadline: the server's own failure.
+/// let mut exchange = judge.exchange(false);
+/// let after = exchange.on_head(StatusCode::OK, &answer, Duration::from_millis(1));
+/// assert!(matches!(after, AfterHead::Judged(j) if j.verdict == Verdict::Failure));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
 /// The steps never panic. Out of order, they still answer: [`Exchange::on_body`] or
 /// [`Exchange::on_body_error`] before any head judge as a transport error with no
 /// response, and a second head replaces the first.
@@ -123,6 +156,8 @@ pub struct Exchange<J: Borrow<HttpJudge>> {
     probe: bool,
     latency: Duration,
     head: Option<Head>,
+    /// The caller's own deadline, from the request's `grpc-timeout`.
+    deadline: Option<Duration>,
 }
 
 /// What the judge keeps of a response head: no headers, only what they decided.
@@ -162,6 +197,7 @@ impl<J: Borrow<HttpJudge>> Exchange<J> {
             probe,
             latency: Duration::ZERO,
             head: None,
+            deadline: None,
         }
     }
 
@@ -181,6 +217,13 @@ impl<J: Borrow<HttpJudge>> Exchange<J> {
         self.latency
     }
 
+    /// The request about to be sent, by its headers: keeps the caller's deadline
+    /// (`grpc-timeout`, [`crate::caller_deadline`]) to judge a gRPC `DEADLINE_EXCEEDED`
+    /// by. Optional; without it, every `DEADLINE_EXCEEDED` is judged as configured.
+    pub fn on_request(&mut self, headers: &HeaderMap) {
+        self.deadline = crate::caller_deadline(headers);
+    }
+
     /// The response head arrived after `latency` (from admission, through the breaker's
     /// clock). Answers the final judgement, or asks for the body when a business-code
     /// rule applies to `status`.
@@ -189,6 +232,20 @@ impl<J: Borrow<HttpJudge>> Exchange<J> {
         status: StatusCode,
         headers: &HeaderMap,
         latency: Duration,
+    ) -> AfterHead {
+        self.on_head_at(status, headers, latency, latency)
+    }
+
+    /// [`Exchange::on_head`] for an adapter whose `latency` leaves out time it does not
+    /// charge to the server (the proxy's waits on a client's upload): `elapsed` is all the
+    /// time since admission, which a caller's own deadline runs in
+    /// ([`Exchange::on_request`]). At least `latency`.
+    pub fn on_head_at(
+        &mut self,
+        status: StatusCode,
+        headers: &HeaderMap,
+        latency: Duration,
+        elapsed: Duration,
     ) -> AfterHead {
         let judge = self.judge.borrow();
         let grpc = judge.is_grpc(status, headers);
@@ -203,7 +260,13 @@ impl<J: Borrow<HttpJudge>> Exchange<J> {
             AfterHead::AwaitTrailers
         } else if grpc {
             // Trailers-only: the status is in the head.
-            AfterHead::Judged(judge.judge_grpc(Some(headers), latency, self.probe))
+            AfterHead::Judged(judge.judge_grpc_call(
+                Some(headers),
+                latency,
+                self.probe,
+                self.deadline,
+                elapsed.max(latency),
+            ))
         } else if judge.wants_body(status) {
             AfterHead::ReadBody {
                 cap: judge.body_cap(),
@@ -244,12 +307,26 @@ impl<J: Borrow<HttpJudge>> Exchange<J> {
     /// invalid`), with the latency rule on the time to the head. After any other head,
     /// the trailers say nothing: this is [`Exchange::on_body`] without a body.
     pub fn on_trailers(&mut self, trailers: Option<&HeaderMap>) -> Judgement {
+        self.on_trailers_after(trailers, self.latency)
+    }
+
+    /// [`Exchange::on_trailers`] for a body that ended `ended` after admission (through
+    /// the breaker's clock, as the head's latency): what a `DEADLINE_EXCEEDED` in them is
+    /// judged by when the request carried the caller's deadline ([`Exchange::on_request`]).
+    /// The latency rule still judges the time to the head.
+    pub fn on_trailers_after(
+        &mut self,
+        trailers: Option<&HeaderMap>,
+        ended: Duration,
+    ) -> Judgement {
         match self.head {
-            Some(head) if head.grpc => {
-                self.judge
-                    .borrow()
-                    .judge_grpc(trailers, self.latency, self.probe)
-            }
+            Some(head) if head.grpc => self.judge.borrow().judge_grpc_call(
+                trailers,
+                self.latency,
+                self.probe,
+                self.deadline,
+                ended.max(self.latency),
+            ),
             _ => self.on_body(None),
         }
     }

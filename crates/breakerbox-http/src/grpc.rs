@@ -9,12 +9,15 @@
 
 mod code;
 mod config;
+mod deadline;
 mod status;
 mod table;
 
 pub use code::GrpcCode;
 pub(crate) use config::switch;
 pub use config::GrpcConfig;
+pub use deadline::caller_deadline;
+pub(crate) use deadline::judge_past_deadline;
 pub use status::{GrpcStatus, INVALID_REASON, MISSING_REASON};
 pub use table::default_verdict;
 

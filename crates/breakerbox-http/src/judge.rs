@@ -236,10 +236,33 @@ impl HttpJudge {
         latency: Duration,
         probe: bool,
     ) -> Judgement {
+        self.judge_grpc_call(trailers, latency, probe, None, latency)
+    }
+
+    /// [`HttpJudge::judge_grpc`] of a call that carried the caller's own `deadline`
+    /// ([`crate::caller_deadline`]) and ended `ended` after admission: a
+    /// `DEADLINE_EXCEEDED` at or after that deadline is the caller's budget running out,
+    /// a failure only when the deadline is over the slow-call threshold for the call
+    /// (`crate::grpc` module docs, "deadline").
+    pub(crate) fn judge_grpc_call(
+        &self,
+        trailers: Option<&HeaderMap>,
+        latency: Duration,
+        probe: bool,
+        deadline: Option<Duration>,
+        ended: Duration,
+    ) -> Judgement {
         let mut judgement = match &self.grpc {
             Some(grpc) => grpc.judge_trailers(trailers),
             None => GrpcJudge::default().judge_trailers(trailers),
         };
+        crate::grpc::judge_past_deadline(
+            &mut judgement,
+            trailers,
+            deadline,
+            ended,
+            self.slow_threshold_for(probe),
+        );
         if self.honor_retry_after && judgement.verdict == Verdict::Failure {
             judgement.retry_after = trailers.and_then(retry_pushback);
         }

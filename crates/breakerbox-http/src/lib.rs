@@ -81,9 +81,9 @@ pub use config::{BusinessConfig, HttpJudgeConfig};
 pub use error::HttpJudgeError;
 pub use exchange::{AfterHead, Exchange};
 pub use grpc::{
-    default_verdict as grpc_default_verdict, is_grpc_content_type, is_grpc_response, GrpcCode,
-    GrpcConfig, GrpcJudge, GrpcStatus, INVALID_REASON as GRPC_INVALID_REASON,
-    MISSING_REASON as GRPC_MISSING_REASON,
+    caller_deadline, default_verdict as grpc_default_verdict, is_grpc_content_type,
+    is_grpc_response, GrpcCode, GrpcConfig, GrpcJudge, GrpcStatus,
+    INVALID_REASON as GRPC_INVALID_REASON, MISSING_REASON as GRPC_MISSING_REASON,
 };
 pub use judge::{HttpJudge, HttpJudgeBuilder, DEFAULT_BODY_CAP};
 pub use judgement::Judgement;

@@ -14,7 +14,7 @@ use super::GrpcCode;
 /// | `CANCELLED` (1) | ignore | the caller gave up; nothing about the server |
 /// | `UNKNOWN` (2) | failure | an error the server did not map: an uncaught exception in most servers |
 /// | `INVALID_ARGUMENT` (3) | ignore | the caller's request is wrong |
-/// | `DEADLINE_EXCEEDED` (4) | failure | the server did not answer in time |
+/// | `DEADLINE_EXCEEDED` (4) | failure | the server did not answer in time (but see [`crate::caller_deadline`]: past the caller's own deadline it is the caller's) |
 /// | `NOT_FOUND` (5) | ignore | the caller asked for what is not there |
 /// | `ALREADY_EXISTS` (6) | ignore | the caller's conflict |
 /// | `PERMISSION_DENIED` (7) | ignore | the caller's credentials do not allow it |
