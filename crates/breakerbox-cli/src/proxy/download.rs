@@ -152,18 +152,20 @@ impl Outcome {
     /// The body arrived whole (`body` holds it when it was read for judging): the head's
     /// judgement, or the body's when a rule wanted it.
     pub fn complete(self, body: Option<&[u8]>) {
-        self.end(body, None);
+        self.end(body, None, Duration::ZERO);
     }
 
-    /// The body arrived whole, `trailers` at its end (`None` without): the head's
-    /// judgement, else the body's or the trailers' (gRPC's status).
-    fn end(mut self, body: Option<&[u8]>, trailers: Option<&HeaderMap>) {
+    /// The body arrived whole, `trailers` at its end (`None` without) `ended` after
+    /// admission: the head's judgement, else the body's or the trailers' (gRPC's status,
+    /// judged against the caller's deadline by when it came; the exchange counts an end
+    /// reported before the head as the head's time).
+    fn end(mut self, body: Option<&[u8]>, trailers: Option<&HeaderMap>, ended: Duration) {
         let Some(ticket) = self.hold.take() else {
             return;
         };
         let judgement = match (self.judged.take(), trailers) {
             (Some(judgement), _) => judgement,
-            (None, Some(trailers)) => self.exchange.on_trailers(Some(trailers)),
+            (None, Some(trailers)) => self.exchange.on_trailers_after(Some(trailers), ended),
             (None, None) => self.exchange.on_body(body),
         };
         self.record(ticket, judgement);
@@ -212,9 +214,18 @@ struct Budget {
     client_at_head: Duration,
     upload: Option<Arc<UploadState>>,
     clock: MonotonicClock,
+    /// When the head arrived, `head_elapsed` after admission (client waits included): the
+    /// wall time of the whole exchange, which a caller's deadline runs in.
+    head_at: Nanos,
+    head_elapsed: Duration,
 }
 
 impl Budget {
+    /// The time since admission (client waits included).
+    fn since_admission(&self) -> Duration {
+        self.head_elapsed + self.clock.now().saturating_sub(self.head_at).as_duration()
+    }
+
     /// Time charged to the upstream so far (at `now`, counting a wait in progress).
     fn charged(&self, now: Nanos) -> Duration {
         let waiting = self.waiting_since.map_or(Duration::ZERO, |since| {
@@ -277,11 +288,13 @@ pub struct Download {
 
 impl Download {
     /// The body of a response whose head took `latency` of the upstream's time, out of
-    /// `limit`. Judged at once when the body is already complete.
+    /// `limit`, and came `elapsed` after admission (client waits included). Judged at once
+    /// when the body is already complete.
     pub fn new(
         rest: Incoming,
         lent: Option<Lent>,
         latency: Duration,
+        elapsed: Duration,
         limit: Duration,
         outcome: Outcome,
     ) -> Download {
@@ -302,6 +315,8 @@ impl Download {
                 client_at_head,
                 upload: outcome.upload.clone(),
                 clock,
+                head_at: clock.now(),
+                head_elapsed: elapsed,
             },
             outcome: Some(outcome),
         };
@@ -349,7 +364,7 @@ impl Download {
             lent.give_back();
         }
         if let Some(outcome) = self.outcome.take() {
-            outcome.end(body, trailers);
+            outcome.end(body, trailers, self.budget.since_admission());
         }
     }
 

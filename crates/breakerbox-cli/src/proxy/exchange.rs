@@ -40,6 +40,8 @@ pub struct Head {
     pub lent: Option<Lent>,
     /// Time from sending to the head, minus the time spent waiting on the client.
     pub latency: Duration,
+    /// Time from sending to the head, all of it: what a caller's own deadline runs in.
+    pub elapsed: Duration,
 }
 
 /// The clock time charged to the upstream between `started` and `now`.
@@ -109,6 +111,7 @@ pub async fn send(
             sent = &mut sending => {
                 let now = clock.now();
                 let latency = charged(started, now, upload);
+                let elapsed = now.saturating_sub(started).as_duration();
                 let stalled = upload.is_some_and(|u| u.stalled(now, CLIENT_STALLED));
                 return match sent {
                     Ok((response, lent)) => {
@@ -116,7 +119,12 @@ pub async fn send(
                             // The upstream timed out the client's body: not judged.
                             drop(ticket.take());
                         }
-                        Ok(Head { response, lent, latency })
+                        Ok(Head {
+                            response,
+                            lent,
+                            latency,
+                            elapsed,
+                        })
                     }
                     Err(_) if stalled && client_fault().is_none() => {
                         Err(Failed::Client(ClientFault::Stalled))

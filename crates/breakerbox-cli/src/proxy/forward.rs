@@ -206,7 +206,10 @@ impl Worker {
 
         // One exchange judges the call, as in tower and reqwest; the probe flag is the
         // permit's, taken now (the exchange may give a probe permit back early).
-        let exchange = Exchange::new(UpstreamJudge::new(worker.clone(), slot), ticket.is_probe());
+        let mut exchange =
+            Exchange::new(UpstreamJudge::new(worker.clone(), slot), ticket.is_probe());
+        // A gRPC caller's own deadline: a DEADLINE_EXCEEDED past it is not the upstream's.
+        exchange.on_request(outgoing.headers());
         // Rule 22: the upstream's own time to the head is bounded by the permit's deadline
         // (`probe_timeout` for a probe, `call_timeout` otherwise) when it is shorter than
         // `request_timeout`; time spent waiting on the client is not counted (issue 9).
@@ -309,13 +312,17 @@ impl Worker {
                     headers
                 });
                 let (mut parts, incoming) = head.response.into_parts();
-                let (judged, read_up_to) =
-                    match exchange.on_head(parts.status, &parts.headers, head.latency) {
-                        AfterHead::Judged(judgement) => (Some(judgement), None),
-                        AfterHead::ReadBody { cap } => (None, Some(cap)),
-                        // gRPC with its status in the trailers: judged at the body's end.
-                        AfterHead::AwaitTrailers => (None, None),
-                    };
+                let (judged, read_up_to) = match exchange.on_head_at(
+                    parts.status,
+                    &parts.headers,
+                    head.latency,
+                    head.elapsed,
+                ) {
+                    AfterHead::Judged(judgement) => (Some(judgement), None),
+                    AfterHead::ReadBody { cap } => (None, Some(cap)),
+                    // gRPC with its status in the trailers: judged at the body's end.
+                    AfterHead::AwaitTrailers => (None, None),
+                };
                 // A tunnel took the place (if any) already.
                 let outcome = Outcome {
                     worker: worker.clone(),
@@ -337,6 +344,7 @@ impl Worker {
                     incoming,
                     head.lent,
                     head.latency,
+                    head.elapsed,
                     proxy.limits.request_timeout,
                     outcome,
                 );
