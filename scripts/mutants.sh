@@ -72,7 +72,7 @@ case "$suite" in
       -f "$src/status.rs" -f "$src/status/reasons.rs" -f "$src/status/table.rs"
       -f "$src/business.rs"
       -f "$src/grpc.rs" -f "$src/grpc/code.rs" -f "$src/grpc/config.rs"
-      -f "$src/grpc/status.rs" -f "$src/grpc/table.rs"
+      -f "$src/grpc/status.rs" -f "$src/grpc/table.rs" -f "$src/grpc/deadline.rs"
     )
     tests=(-C --lib -C --tests)
     ;;

@@ -20,12 +20,14 @@ use crate::spec::{breaker_config_at, DependencySpec};
 mod concurrency;
 mod fields;
 mod health;
+mod keepalive;
 mod protocol;
 mod redis;
 mod tls;
 mod url;
 
 pub use health::HealthConfig;
+pub use keepalive::Keepalive;
 pub use protocol::Protocol;
 use redis::redis_options;
 
@@ -136,6 +138,8 @@ pub struct UpstreamConfig {
     pub tls: Option<Arc<UpstreamTls>>,
     /// The HTTP version spoken to it (`protocol`).
     pub protocol: Protocol,
+    /// HTTP/2 keep-alive PINGs of its connections (`Some` for an HTTP/2 upstream).
+    pub keepalive: Option<Keepalive>,
     /// Its active health check (rule 24), when `health` is set.
     pub health: Option<HealthConfig>,
 }
@@ -188,6 +192,8 @@ const UPSTREAM_KEYS: &[&str] = &[
     "pending_timeout",
     "tls",
     "protocol",
+    "keepalive_interval",
+    "keepalive_timeout",
     "health",
 ];
 
@@ -516,6 +522,7 @@ fn upstream(
     };
     let concurrency = concurrency::concurrency(table, path, errors);
     let protocol = protocol::protocol(table, path, errors);
+    let keepalive = keepalive::keepalive(table, protocol, path, errors);
     let health = health::health(table, path, errors);
     let tls = target.as_ref().and_then(|(authority, _, https)| {
         tls::upstream_tls(table, *https, authority.host(), protocol, path, errors)
@@ -577,6 +584,7 @@ fn upstream(
         concurrency,
         tls,
         protocol,
+        keepalive,
         health,
     })
 }

@@ -129,6 +129,7 @@ struct Target {
     conn: u64,
     tls: Option<Arc<super::tls::UpstreamTls>>,
     protocol: Protocol,
+    keepalive: Option<super::config::Keepalive>,
     recorder: Arc<Recorder>,
 }
 
@@ -145,6 +146,7 @@ impl Target {
             conn: u.conn,
             tls: u.config.tls.clone(),
             protocol: u.config.protocol,
+            keepalive: u.config.keepalive,
             recorder: proxy.recorder.clone(),
         })
     }
@@ -172,9 +174,11 @@ async fn checker(live: Arc<Live>, name: String) {
                 Protocol::Http1 => {
                     Connection::Http1(Arc::new(Pool::new(vec![(target.conn, target.tls.clone())])))
                 }
-                Protocol::Http2 => {
-                    Connection::Http2(H2Upstream::standalone(target.conn, target.tls.clone()))
-                }
+                Protocol::Http2 => Connection::Http2(H2Upstream::standalone(
+                    target.conn,
+                    target.tls.clone(),
+                    target.keepalive,
+                )),
             };
             cached = Some((target.conn, connection));
         }

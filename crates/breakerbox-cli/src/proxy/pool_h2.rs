@@ -3,6 +3,10 @@
 //! needed and again when it has closed: h2c (prior knowledge) for an `http://` url, ALPN
 //! `h2` for an `https://` one (an upstream that does not choose `h2` is a connect failure).
 //!
+//! Each connection is pinged every `keepalive_interval` (30 s by default) and closed when
+//! an answer takes over `keepalive_timeout` (10 s): a connection that died silently is
+//! replaced before a request is lost on it.
+//!
 //! A request the connection could not take (it closed before the request was written) is
 //! sent again on a new connection. One the upstream refused unprocessed (`REFUSED_STREAM`,
 //! as after a GOAWAY) is sent again when it has no body and is idempotent, else answered
@@ -21,7 +25,7 @@ use hyper::client::conn::http2::SendRequest;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 
 use super::body::ProxyBody;
-use super::config::Protocol;
+use super::config::{Keepalive, Protocol};
 use super::forward::Upstream;
 use super::pool::{tcp_connect, SendError};
 use super::tls::UpstreamTls;
@@ -37,6 +41,7 @@ pub struct H2Pool {
 pub struct H2Upstream {
     id: u64,
     tls: Option<Arc<UpstreamTls>>,
+    keepalive: Option<Keepalive>,
     /// The shared connection; the lock is held while a new one opens, so concurrent
     /// requests wait for that one instead of opening their own.
     sender: tokio::sync::Mutex<Option<SendRequest<ProxyBody>>>,
@@ -64,11 +69,7 @@ impl H2Pool {
                         .find(|o| o.id == u.conn)
                         .cloned()
                         .unwrap_or_else(|| {
-                            Arc::new(H2Upstream {
-                                id: u.conn,
-                                tls: u.config.tls.clone(),
-                                sender: tokio::sync::Mutex::new(None),
-                            })
+                            H2Upstream::standalone(u.conn, u.config.tls.clone(), u.config.keepalive)
                         })
                 })
             })
@@ -84,11 +85,17 @@ impl H2Pool {
 
 impl H2Upstream {
     /// A connection of its own (none open yet) to the upstream whose connection identity is
-    /// `id`, for a sender outside the worker threads (the health checker).
-    pub fn standalone(id: u64, tls: Option<Arc<UpstreamTls>>) -> Arc<H2Upstream> {
+    /// `id`, pinged as `keepalive` says; the worker threads' pools hold one each, and so
+    /// does a sender outside them (the health checker).
+    pub fn standalone(
+        id: u64,
+        tls: Option<Arc<UpstreamTls>>,
+        keepalive: Option<Keepalive>,
+    ) -> Arc<H2Upstream> {
         Arc::new(H2Upstream {
             id,
             tls,
+            keepalive,
             sender: tokio::sync::Mutex::new(None),
         })
     }
@@ -141,7 +148,7 @@ impl H2Upstream {
             }
         }
         *held = None;
-        let sender = connect(authority, self.tls.as_deref()).await?;
+        let sender = connect(authority, self.tls.as_deref(), self.keepalive).await?;
         *held = Some(sender.clone());
         Ok((sender, true))
     }
@@ -204,10 +211,11 @@ fn refused_stream(error: &hyper::Error) -> bool {
 async fn connect(
     authority: &Authority,
     tls: Option<&UpstreamTls>,
+    keepalive: Option<Keepalive>,
 ) -> Result<SendRequest<ProxyBody>, SendError> {
     let stream = tcp_connect(authority, tls.is_some()).await?;
     match tls {
-        None => handshake(stream).await,
+        None => handshake(stream, keepalive).await,
         Some(tls) => {
             let stream = tls.connect(stream).await.map_err(SendError::Connect)?;
             if stream.get_ref().1.alpn_protocol() != Some(b"h2") {
@@ -216,17 +224,28 @@ async fn connect(
                      (ALPN h2) and the upstream's protocol is http2"
                 ))));
             }
-            handshake(stream).await
+            handshake(stream, keepalive).await
         }
     }
 }
 
-async fn handshake<T>(io: T) -> Result<SendRequest<ProxyBody>, SendError>
+async fn handshake<T>(
+    io: T,
+    keepalive: Option<Keepalive>,
+) -> Result<SendRequest<ProxyBody>, SendError>
 where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
-    let (sender, connection) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
-        .timer(TokioTimer::new())
+    let mut builder = hyper::client::conn::http2::Builder::new(TokioExecutor::new());
+    builder.timer(TokioTimer::new());
+    if let Some(keepalive) = keepalive {
+        // Idle connections too: a dead one is found before a request is lost on it.
+        builder
+            .keep_alive_interval(keepalive.interval)
+            .keep_alive_timeout(keepalive.timeout)
+            .keep_alive_while_idle(true);
+    }
+    let (sender, connection) = builder
         .handshake(TokioIo::new(io))
         .await
         .map_err(SendError::Http)?;

@@ -24,6 +24,8 @@ const COMPARED: &[&str] = &[
     "url",
     "tls",
     "protocol",
+    "keepalive_interval",
+    "keepalive_timeout",
     "strip_prefix",
     "breaker",
     "mode",
@@ -176,9 +178,17 @@ pub async fn plan(
             (None, Some(c)) => Some(Limit::new(c)),
             (_, None) => None,
         };
-        let same_place = ["url", "tls", "protocol"]
-            .iter()
-            .all(|k| before.and_then(|t| t.get(*k)) == after.and_then(|t| t.get(*k)))
+        // Connections keep the settings they were opened with: new keep-alive settings
+        // take new connections.
+        let same_place = [
+            "url",
+            "tls",
+            "protocol",
+            "keepalive_interval",
+            "keepalive_timeout",
+        ]
+        .iter()
+        .all(|k| before.and_then(|t| t.get(*k)) == after.and_then(|t| t.get(*k)))
             && was.config.authority == config.authority;
         let conn = if same_place {
             was.conn
