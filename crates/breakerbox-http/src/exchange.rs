@@ -221,7 +221,13 @@ impl<J: Borrow<HttpJudge>> Exchange<J> {
     /// (`grpc-timeout`, [`crate::caller_deadline`]) to judge a gRPC `DEADLINE_EXCEEDED`
     /// by. Optional; without it, every `DEADLINE_EXCEEDED` is judged as configured.
     pub fn on_request(&mut self, headers: &HeaderMap) {
-        self.deadline = crate::caller_deadline(headers);
+        self.set_caller_deadline(crate::caller_deadline(headers));
+    }
+
+    /// The caller's deadline, read already ([`Exchange::on_request`] reads it from the
+    /// request): for an adapter that no longer has the request when the exchange starts.
+    pub fn set_caller_deadline(&mut self, deadline: Option<Duration>) {
+        self.deadline = deadline;
     }
 
     /// The response head arrived after `latency` (from admission, through the breaker's

@@ -10,6 +10,7 @@ pub use future::HttpResponseFuture;
 use std::fmt;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use breakerbox_http::{Exchange, HttpJudge};
 use http_body::Body;
@@ -45,10 +46,16 @@ use crate::service::CircuitBreakerService;
 ///   status is in its trailers is handed on at once; its body ([`ReplayBody`]) carries
 ///   the permit and records the judgement of the trailers when it ends (no trailers or
 ///   a broken body: a failure). Dropped before its end, it releases the permit
-///   unjudged. Such a response has no `Judgement` in its extensions (it comes later).
+///   unjudged. Such a response has no `Judgement` in its extensions (it comes later);
+/// - with gRPC rules, a request's `grpc-timeout` (tonic's `Request::set_timeout`) is the
+///   caller's deadline: a `DEADLINE_EXCEEDED` at or after it is ignored unless the
+///   deadline is over the slow-call threshold
+///   ([`caller_deadline`](breakerbox_http::caller_deadline)).
 #[derive(Clone)]
 pub struct Http {
     judge: Arc<HttpJudge>,
+    /// The caller's deadline of the call being admitted (`grpc-timeout`), with gRPC rules.
+    deadline: Option<Duration>,
 }
 
 impl Http {
@@ -56,6 +63,7 @@ impl Http {
     pub fn new(judge: impl Into<Arc<HttpJudge>>) -> Self {
         Http {
             judge: judge.into(),
+            deadline: None,
         }
     }
 
@@ -67,7 +75,9 @@ impl Http {
     /// Starts judging one call, with this handle on the judge (moved, not cloned: one
     /// reference count fewer per call).
     pub(crate) fn into_exchange(self, probe: bool) -> Exchange<Arc<HttpJudge>> {
-        Exchange::new(self.judge, probe)
+        let mut exchange = Exchange::new(self.judge, probe);
+        exchange.set_caller_deadline(self.deadline);
+        exchange
     }
 }
 
@@ -105,7 +115,16 @@ where
     fn call(&mut self, request: http::Request<ReqBody>) -> Self::Future {
         // Latency is taken at the head whenever it can matter: a latency rule, or a body
         // read that must not count (untimed, the permit measures at recording).
-        let timed = self.mode.judge.uses_latency() || self.mode.judge.reads_bodies();
+        // A gRPC caller's own deadline (`grpc-timeout`, as tonic's `Request::set_timeout`
+        // sends it): a DEADLINE_EXCEEDED past it is the caller's, judged by the time taken.
+        self.mode.deadline = if self.mode.judge.grpc().is_some() {
+            breakerbox_http::caller_deadline(request.headers())
+        } else {
+            None
+        };
+        let timed = self.mode.judge.uses_latency()
+            || self.mode.judge.reads_bodies()
+            || self.mode.deadline.is_some();
         self.admit_and_call(request, timed)
     }
 }

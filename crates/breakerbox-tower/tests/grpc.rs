@@ -68,6 +68,9 @@ enum Answer {
     Code(Code),
     /// For `Stream`: one message, then nothing, never ending.
     Hang,
+    /// This code, after moving the breaker's clock on by this many milliseconds (the
+    /// server took that long).
+    After(Code, u64),
 }
 
 /// The service `test.Flaky`: methods `Unary` and `Stream`.
@@ -75,6 +78,8 @@ enum Answer {
 struct Flaky {
     answer: Arc<Mutex<Answer>>,
     calls: Arc<AtomicUsize>,
+    /// The breaker's clock, moved on by [`Answer::After`].
+    clock: ManualClock,
 }
 
 impl NamedService for Flaky {
@@ -89,7 +94,7 @@ impl UnaryService<Vec<u8>> for Unary {
     fn call(&mut self, request: tonic::Request<Vec<u8>>) -> Self::Future {
         ready(match self.0 {
             Answer::Code(Code::Ok) => Ok(tonic::Response::new(request.into_inner())),
-            Answer::Code(code) => Err(Status::new(code, "told to fail")),
+            Answer::Code(code) | Answer::After(code, _) => Err(Status::new(code, "told to fail")),
             Answer::Hang => Err(Status::unimplemented("no hang for unary")),
         })
     }
@@ -105,7 +110,7 @@ impl ServerStreamingService<Vec<u8>> for Streamed {
     type Future = Ready<Result<tonic::Response<Messages>, Status>>;
     fn call(&mut self, _: tonic::Request<Vec<u8>>) -> Self::Future {
         let stream: Messages = match self.0 {
-            Answer::Code(code) => {
+            Answer::Code(code) | Answer::After(code, _) => {
                 let mut items = vec![Ok(b"one".to_vec()), Ok(b"two".to_vec())];
                 if code != Code::Ok {
                     items.push(Err(Status::new(code, "failed mid-stream")));
@@ -136,6 +141,9 @@ where
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
         self.calls.fetch_add(1, Ordering::SeqCst);
         let answer = *self.answer.lock().unwrap();
+        if let Answer::After(_, ms) = answer {
+            self.clock.advance(Duration::from_millis(ms));
+        }
         Box::pin(async move {
             let mut grpc = tonic::server::Grpc::new(Raw);
             Ok(match request.uri().path() {
@@ -156,11 +164,17 @@ struct Server {
 
 impl Server {
     async fn start() -> Server {
+        Server::start_with(ManualClock::new()).await
+    }
+
+    /// A server whose [`Answer::After`] moves `clock` on.
+    async fn start_with(clock: ManualClock) -> Server {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let flaky = Flaky {
             answer: Arc::new(Mutex::new(Answer::Code(Code::Ok))),
             calls: Arc::new(AtomicUsize::new(0)),
+            clock,
         };
         let server = Server {
             answer: flaky.answer.clone(),
@@ -209,12 +223,21 @@ async fn client(server: &Server, breaker: &CircuitBreaker<ManualClock>) -> Clien
 }
 
 async fn unary(client: &mut Client) -> Result<Vec<u8>, Status> {
+    unary_within(client, None).await
+}
+
+/// `Unary` with the caller's deadline `timeout` (`grpc-timeout`; tonic sends it, the
+/// server may honour it, the client does not enforce it).
+async fn unary_within(client: &mut Client, timeout: Option<Duration>) -> Result<Vec<u8>, Status> {
     client
         .ready()
         .await
         .map_err(|e| Status::unknown(e.to_string()))?;
     let path = PathAndQuery::from_static("/test.Flaky/Unary");
-    let request = tonic::Request::new(b"ping".to_vec());
+    let mut request = tonic::Request::new(b"ping".to_vec());
+    if let Some(timeout) = timeout {
+        request.set_timeout(timeout);
+    }
     client
         .unary(request, path, Raw)
         .await
@@ -285,6 +308,39 @@ async fn unavailable_trips_the_breaker_and_not_found_does_not() {
             .unwrap_or_else(|| panic!("a CircuitOpen behind {refused:?}"));
         assert_eq!(open.retry_after(), Some(Duration::from_secs(30)));
         assert_eq!(server.calls(), before, "the server was not called");
+    })
+    .await;
+}
+
+/// The caller's own deadline (`grpc-timeout`, from tonic's `Request::set_timeout`): a
+/// `DEADLINE_EXCEEDED` that comes once it has passed is the caller's budget running out
+/// and never trips the breaker; one before it (the server's own deadline) is a failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadline_exceeded_past_the_callers_deadline_never_trips_the_breaker() {
+    bounded(async {
+        let clock = ManualClock::new();
+        let server = Server::start_with(clock.clone()).await;
+        let breaker = breaker(&clock, 3);
+        let mut client = client(&server, &breaker).await;
+        // The server took 60 ms of a 50 ms deadline, five times over.
+        server.answer(Answer::After(Code::DeadlineExceeded, 60));
+        for _ in 0..5 {
+            let status = unary_within(&mut client, Some(Duration::from_millis(50)))
+                .await
+                .unwrap_err();
+            assert_eq!(status.code(), Code::DeadlineExceeded);
+        }
+        assert_eq!(breaker.phase(), Phase::Closed);
+        assert_eq!(breaker.snapshot().consecutive_failures, 0);
+        // Its own deadline, after 20 ms of the caller's 10 s: three failures trip it.
+        server.answer(Answer::After(Code::DeadlineExceeded, 20));
+        for _ in 0..3 {
+            let status = unary_within(&mut client, Some(Duration::from_secs(10)))
+                .await
+                .unwrap_err();
+            assert_eq!(status.code(), Code::DeadlineExceeded);
+        }
+        assert_eq!(breaker.phase(), Phase::Open);
     })
     .await;
 }

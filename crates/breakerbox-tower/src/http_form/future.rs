@@ -44,7 +44,8 @@ where
 {
     fn trailers(self: Box<Self>, trailers: Option<&http::HeaderMap>) {
         let mut ticket = *self;
-        let judgement = ticket.exchange.on_trailers(trailers);
+        let ended = ticket.admission.latency();
+        let judgement = ticket.exchange.on_trailers_after(trailers, ended);
         ticket.record(&judgement);
     }
 
