@@ -120,3 +120,53 @@ fn the_dashboard_shows_every_breaker_with_its_live_phase_and_a_screenshot_is_wri
     );
     eprintln!("dashboard screenshot: {}", shot.display());
 }
+
+/// An upstream with an active health check shows it on its card: what it asks, how
+/// often, its last answer and the requests it held back; one without shows none.
+#[test]
+fn the_dashboard_shows_an_upstreams_health_check_and_its_last_answer() {
+    let upstream = Upstream::start();
+    upstream.answer(500, "down");
+    let config = format!(
+        "{}\n[[upstream]]\nname = \"payments\"\nroute = \"/payments/\"\nurl = \"{u}\"\n\
+         health = {{ path = \"/healthz\", interval = \"200ms\", timeout = \"100ms\" }}\n\
+         [upstream.breaker]\nconsecutive_failures = 1\nrecovery_timeout = \"300ms\"\n\
+         jitter = 0.0\n\
+         [[upstream]]\nname = \"search\"\nroute = \"/search/\"\nurl = \"{u}\"\n",
+        listeners(),
+        u = upstream.url()
+    );
+    let dir = temp_dir("dashboard-health");
+    let proxy = ProxyProcess::start(&dir, &config);
+    get(proxy.addr, "/payments/charge");
+    assert_eq!(proxy.phase("payments"), "open");
+    // Past the open phase the checker probes /healthz (rule 24), which fails too.
+    assert!(
+        harness::eventually(std::time::Duration::from_secs(10), || {
+            !proxy.status()["breakers"]["payments"]["health"]["last"].is_null()
+        }),
+        "a health check ran: {}",
+        proxy.status()
+    );
+    get(proxy.addr, "/payments/charge");
+
+    let url = format!("http://{}/", proxy.admin);
+    let out = chromium(&dir.join("profile-dom"), &["--dump-dom", &url]);
+    assert!(
+        out.status.success(),
+        "chromium failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let payments = card(&dom, "payments");
+    assert!(
+        payments.contains("<dt>health check</dt><dd class=\"health\">GET /healthz every 200 ms · last failure 500"),
+        "{payments}"
+    );
+    assert!(payments.contains("requests held back"), "{payments}");
+    // (The last card runs on to the page's end, its script included.)
+    assert!(
+        !card(&dom, "search").contains("class=\"health\">GET"),
+        "no check, no row"
+    );
+}
