@@ -129,7 +129,7 @@ fn the_dashboard_shows_an_upstreams_health_check_and_its_last_answer() {
     upstream.answer(500, "down");
     let config = format!(
         "{}\n[[upstream]]\nname = \"payments\"\nroute = \"/payments/\"\nurl = \"{u}\"\n\
-         health = {{ path = \"/healthz\", interval = \"200ms\", timeout = \"100ms\" }}\n\
+         health = {{ path = \"/healthz\", interval = \"500ms\", timeout = \"400ms\" }}\n\
          [upstream.breaker]\nconsecutive_failures = 1\nrecovery_timeout = \"300ms\"\n\
          jitter = 0.0\n\
          [[upstream]]\nname = \"search\"\nroute = \"/search/\"\nurl = \"{u}\"\n",
@@ -160,7 +160,9 @@ fn the_dashboard_shows_an_upstreams_health_check_and_its_last_answer() {
     let dom = String::from_utf8_lossy(&out.stdout);
     let payments = card(&dom, "payments");
     assert!(
-        payments.contains("<dt>health check</dt><dd class=\"health\">GET /healthz every 200 ms · last failure 500"),
+        payments.contains(
+            "<dt>health check</dt><dd class=\"health\">GET /healthz every 500 ms · last failure"
+        ),
         "{payments}"
     );
     assert!(payments.contains("requests held back"), "{payments}");
