@@ -176,7 +176,7 @@ async fn serve(config: ProxyConfig, root: toml::Table, path: PathBuf) -> anyhow:
                         limits.shutdown_grace,
                         Some(connection_limit),
                         Some(balance),
-                        tls.map(tokio_rustls::TlsAcceptor::from),
+                        tls.map(|tls| tokio_rustls::TlsAcceptor::from(tls.server)),
                     )
                     .await)
                 })

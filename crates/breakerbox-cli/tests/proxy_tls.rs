@@ -359,3 +359,83 @@ fn a_tls_listener_needs_a_readable_certificate_and_key() {
         assert!(stderr.contains(expected), "{tls:?}: {stderr}");
     }
 }
+
+/// Certificate rotation: a reload reads the listener's `cert` and `key` again (renewed in
+/// place, as certbot does) and the next handshake presents the new certificate, with no
+/// restart; a reload whose key does not fit is refused and the old certificate stays;
+/// the listener cannot stop speaking HTTPS on a reload.
+#[test]
+fn a_reload_presents_the_listeners_renewed_certificate() {
+    let old = certificates::certificates("proxy-rotate-old", "IP:127.0.0.1");
+    let new = certificates::certificates("proxy-rotate-new", "IP:127.0.0.1");
+    let upstream = harness::Upstream::start();
+    let dir = temp_dir("tls-rotate");
+    let (cert, key) = (dir.join("listener.crt"), dir.join("listener.key"));
+    let install = |from: &Path, crt: &str, k: &str| {
+        std::fs::copy(from.join(crt), &cert).unwrap();
+        std::fs::copy(from.join(k), &key).unwrap();
+    };
+    install(&old, "server.crt", "server.key");
+    let config = format!(
+        "{}[tls]\ncert = \"{}\"\nkey = \"{}\"\n[[upstream]]\nname = \"plain\"\nroute = \"/\"\nurl = \"{}\"\n",
+        listeners(),
+        cert.display(),
+        key.display(),
+        upstream.url()
+    );
+    let proxy = ProxyProcess::start(&dir, &config);
+    assert!(https_get(proxy.addr, &old, "/a")
+        .unwrap()
+        .starts_with("HTTP/1.1 200"));
+    assert!(
+        https_get(proxy.addr, &new, "/a").is_err(),
+        "not the new one yet"
+    );
+
+    // Renewed in place: the next handshake presents the new certificate.
+    install(&new, "server.crt", "server.key");
+    let reply = harness::admin_post(proxy.admin, "/reload", &[]);
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let answer = https_get(proxy.addr, &new, "/b").unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let refused = https_get(proxy.addr, &old, "/b");
+    assert!(
+        refused.is_err(),
+        "the old CA vouches for nothing now: {refused:?}"
+    );
+
+    // A key that does not fit: refused, the running certificate stays.
+    install(&old, "server.crt", "client.key");
+    let reply = harness::admin_post(proxy.admin, "/reload", &[]);
+    assert_eq!(reply.status, 422, "{}", reply.body);
+    assert!(
+        reply.body.contains("tls.key: does not fit tls.cert"),
+        "{}",
+        reply.body
+    );
+    assert!(https_get(proxy.addr, &new, "/c")
+        .unwrap()
+        .starts_with("HTTP/1.1 200"));
+
+    // HTTPS cannot be turned off by a reload.
+    let plain = config.replace(
+        &format!(
+            "[tls]\ncert = \"{}\"\nkey = \"{}\"\n",
+            cert.display(),
+            key.display()
+        ),
+        "",
+    );
+    std::fs::write(dir.join("proxy.toml"), plain).unwrap();
+    let reply = harness::admin_post(proxy.admin, "/reload", &[]);
+    assert_eq!(reply.status, 422, "{}", reply.body);
+    assert!(
+        reply.body.contains("tls: cannot change on reload"),
+        "{}",
+        reply.body
+    );
+    assert!(https_get(proxy.addr, &new, "/d")
+        .unwrap()
+        .starts_with("HTTP/1.1 200"));
+    assert_eq!(upstream.count(), 4);
+}

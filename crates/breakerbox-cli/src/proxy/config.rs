@@ -51,7 +51,7 @@ pub struct ProxyConfig {
     /// The upstreams, in file order.
     pub upstreams: Vec<UpstreamConfig>,
     /// `[tls]`: the listener speaks HTTPS with this certificate, when set.
-    pub tls: Option<Arc<rustls::ServerConfig>>,
+    pub tls: Option<crate::proxy::tls::ListenerTls>,
 }
 
 /// `[admin]`.

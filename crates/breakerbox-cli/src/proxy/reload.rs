@@ -21,6 +21,7 @@ use super::config::{self, ProxyConfig, RedisConfig, UpstreamConfig};
 use super::forward::{Proxy, Upstream};
 use super::live::Live;
 use super::metrics::Recorder;
+use super::tls::ListenerCert;
 
 pub use fixed::Fixed;
 
@@ -34,6 +35,8 @@ pub struct Running {
     redis: Option<RedisConfig>,
     /// The last connection identity given to an upstream.
     last_conn: u64,
+    /// The certificate the listener presents (`[tls]`), replaced by every reload.
+    listener_cert: Option<Arc<ListenerCert>>,
 }
 
 impl Running {
@@ -76,6 +79,7 @@ pub async fn start(
         fixed,
         redis: config.redis.take(),
         last_conn,
+        listener_cert: config.tls.as_ref().map(|tls| tls.cert.clone()),
     };
     Ok((upstreams, running, config))
 }
@@ -144,6 +148,11 @@ impl Reloader {
         )
         .await?;
         let warnings = plan.commit().await;
+        // The listener's files were read again with the rest: the next handshake presents
+        // what they hold now (a renewed certificate needs no restart).
+        if let (Some(running_cert), Some(next)) = (&running.listener_cert, &config.tls) {
+            running_cert.replace_with(&next.cert);
+        }
         let limits = changed_limits(&old.limits(), &config.limits);
         let upstreams = std::mem::take(&mut plan.upstreams);
         let generation =

@@ -4,6 +4,10 @@
 //! fails (a certificate the roots do not vouch for, a wrong name, a refused client
 //! certificate) is a connect failure of the upstream, with rustls's reason.
 
+mod listener;
+
+pub use listener::{ListenerCert, ListenerTls};
+
 use std::sync::Arc;
 
 use rustls_pki_types::ServerName;

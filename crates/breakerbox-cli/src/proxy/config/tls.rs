@@ -13,7 +13,8 @@ use toml::{Table, Value};
 
 use super::fields::{join, string, type_name, Errors};
 use super::Protocol;
-use crate::proxy::tls::UpstreamTls;
+use crate::proxy::tls::{ListenerCert, ListenerTls, UpstreamTls};
+use rustls::sign::CertifiedKey;
 
 const TLS_KEYS: &[&str] = &[
     "ca_file",
@@ -191,7 +192,7 @@ const LISTENER_KEYS: &[&str] = &["cert", "key"];
 
 /// `[tls]`: the listener speaks HTTPS with `cert` (a PEM chain) and `key` (its PEM
 /// private key); `None` without the table (plain HTTP) or after an error.
-pub(super) fn listener_tls(root: &Table, errors: &mut Errors) -> Option<Arc<rustls::ServerConfig>> {
+pub(super) fn listener_tls(root: &Table, errors: &mut Errors) -> Option<ListenerTls> {
     let table = match root.get("tls")? {
         Value::Table(t) => t,
         other => {
@@ -232,20 +233,31 @@ pub(super) fn listener_tls(root: &Table, errors: &mut Errors) -> Option<Arc<rust
     if errors.0.len() != before {
         return None;
     }
-    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map(|b| b.with_no_client_auth().with_single_cert(chain, secret));
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let signing = match provider.key_provider.load_private_key(secret) {
+        Ok(signing) => signing,
+        Err(e) => {
+            errors.push("tls.key", format_args!("cannot be used: {e}"));
+            return None;
+        }
+    };
+    let key = CertifiedKey::new(chain, signing);
+    if let Err(e) = key.keys_match() {
+        errors.push("tls.key", format_args!("does not fit tls.cert: {e}"));
+        return None;
+    }
+    let cert = Arc::new(ListenerCert::new(Arc::new(key)));
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map(|b| b.with_no_client_auth().with_cert_resolver(cert.clone()));
     match config {
-        Ok(Ok(mut config)) => {
+        Ok(mut config) => {
             // HTTP/2 first, for the clients that speak it (gRPC needs it).
             config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-            Some(Arc::new(config))
-        }
-        Ok(Err(e)) => {
-            errors.push("tls.key", format_args!("does not fit tls.cert: {e}"));
-            None
+            Some(ListenerTls {
+                server: Arc::new(config),
+                cert,
+            })
         }
         Err(e) => {
             errors.push("tls", e);
