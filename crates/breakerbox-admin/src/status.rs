@@ -98,6 +98,7 @@ fn entry(listed: &Listed, snapshot: Result<Snapshot, String>) -> Value {
             entry.insert("shadow".into(), json!(s.shadow));
             entry.insert("shadow_rejections".into(), json!(s.shadow_rejections));
             entry.insert("local_open_ms".into(), json!(s.local_open.map(ms)));
+            entry.insert("override_left_ms".into(), json!(s.override_left.map(ms)));
             entry.insert("ramp".into(), json!(s.ramp.map(|r| r.as_f64())));
         }
         Err(error) => {

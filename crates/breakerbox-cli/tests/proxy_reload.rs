@@ -641,3 +641,61 @@ fn a_shared_breaker_rebuilt_by_a_reload_takes_its_state_up_from_redis() {
     );
     assert!(a.count() <= seen + 1, "the new breaker let calls through");
 }
+
+/// An operator's disable survives a reload that builds a new breaker, as a trip does:
+/// a timed one with the time it had left, an untimed one for good. Before, a changed
+/// breaker setting silently re-armed a breaker the operator had disabled mid-incident.
+#[test]
+fn an_operators_disable_and_its_time_left_survive_a_new_breaker() {
+    let up = Upstream::start();
+    up.answer(500, "down");
+    let dir = temp_dir("reload-disable");
+    let config = |failures: u32| {
+        let breaker = TRIPS_ONCE.replace(
+            "consecutive_failures = 1",
+            &format!("consecutive_failures = {failures}"),
+        );
+        format!(
+            "{}{}{breaker}\n{}{breaker}",
+            listeners(),
+            upstream("a", &up, ""),
+            upstream("b", &up, ""),
+        )
+    };
+    let proxy = ProxyProcess::start(&dir, &config(1));
+    assert_eq!(
+        admin_post(proxy.admin, "/breakers/a/disable?for=10m", &[]).status,
+        200
+    );
+    assert_eq!(
+        admin_post(proxy.admin, "/breakers/b/disable", &[]).status,
+        200
+    );
+
+    let reply = rewrite_and_reload(&dir, &proxy, &config(2));
+    assert_eq!(reply.status, 200, "{reply:?}");
+    let summary = reply.json();
+    assert_eq!(summary["changed"][0]["breaker"], "new", "{summary}");
+    assert_eq!(summary["changed"][1]["breaker"], "new", "{summary}");
+    assert_eq!(summary["warnings"], serde_json::json!([]), "{summary}");
+    for name in ["a", "b"] {
+        assert_eq!(proxy.phase(name), "disabled", "{name}: {}", proxy.status());
+        // Disabled: failures pass through and trip nothing.
+        for _ in 0..3 {
+            assert_eq!(get(proxy.addr, &format!("/{name}/x")).status, 500);
+        }
+        assert_eq!(proxy.phase(name), "disabled", "{name}");
+    }
+    let left = proxy.status()["breakers"]["a"]["override_left_ms"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(
+        (500_000..=600_000).contains(&left),
+        "a's disable keeps its time left (10 min less the reload): {left} ms"
+    );
+    assert!(
+        proxy.status()["breakers"]["b"]["override_left_ms"].is_null(),
+        "b's disable has no end: {}",
+        proxy.status()
+    );
+}

@@ -535,6 +535,11 @@ impl<C: Clock + Clone> RedisBreaker<C> {
         snapshot.probe_successes = s.probe_successes;
         snapshot.trips = s.trips;
         snapshot.retry_after = retry_after_us.map(micros_to_duration);
+        snapshot.override_left = match s.phase {
+            Phase::ForcedOpen | Phase::Disabled => s.remaining_us(reply.now_us),
+            _ => None,
+        }
+        .map(micros_to_duration);
         snapshot.stale_results = inner.stats.stale.load(Ordering::Relaxed);
         snapshot.shadow = s.shadow;
         snapshot.shadow_rejections = s.shadow_rejections;

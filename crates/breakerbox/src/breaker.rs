@@ -329,6 +329,12 @@ impl<C: Clock> CircuitBreaker<C> {
             Phase::ForcedOpen if until != u64::MAX => Some(Nanos(until).saturating_sub(now)),
             _ => None,
         };
+        let override_left = match w.phase() {
+            Phase::ForcedOpen | Phase::Disabled if until != u64::MAX => {
+                Some(Nanos(until).saturating_sub(now).as_duration())
+            }
+            _ => None,
+        };
         Snapshot {
             name: engine.name.to_string(),
             phase: w.phase(),
@@ -341,6 +347,7 @@ impl<C: Clock> CircuitBreaker<C> {
             probe_successes: w.probe_successes(),
             trips: engine.trips(),
             retry_after: retry_after.map(Nanos::as_duration),
+            override_left,
             stale_results: engine.stale.load(Ordering::Relaxed),
             shadow: engine.shadow.load(Ordering::Relaxed),
             shadow_rejections: engine.shadow_rejections.load(Ordering::Relaxed),

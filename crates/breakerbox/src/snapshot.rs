@@ -58,12 +58,17 @@ pub struct Snapshot {
     /// Rule 23: while closed and ramping up after a recovery, the fraction of calls
     /// admitted now; `None` otherwise.
     pub ramp: Option<crate::Rate>,
+    /// An operator's timed override (`force_open_for`, `disable_for`): the time it has
+    /// left; `None` in any other phase and for an override without an end. Unlike
+    /// `retry_after` (what a rejected acquire would be told, so nothing for a disable), it
+    /// says when a timed disable ends.
+    pub override_left: Option<Duration>,
 }
 
 impl Snapshot {
     /// A snapshot of breaker `name` in `phase` and `generation`, with every other field
     /// empty: no window counts, no rates, no runs or probes, no trips, no `retry_after`,
-    /// no stale results, not in shadow mode, no ramp.
+    /// no stale results, not in shadow mode, no ramp, no override's end.
     pub fn new(name: impl Into<String>, phase: Phase, generation: u64) -> Snapshot {
         Snapshot {
             name: name.into(),
@@ -82,6 +87,7 @@ impl Snapshot {
             shadow_rejections: 0,
             local_open: None,
             ramp: None,
+            override_left: None,
         }
     }
 

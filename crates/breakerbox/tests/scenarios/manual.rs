@@ -13,4 +13,5 @@ in_memory_scenarios! {
     disable_with_expiry_closes_on_any_operation_after_it,
     a_dropped_permit_after_disable_expiry_closes_the_breaker,
     reset_always_starts_a_fresh_closed_generation,
+    a_snapshot_tells_the_time_left_of_a_timed_override,
 }

@@ -275,9 +275,9 @@ impl Plan {
     }
 }
 
-/// Carries what an operator decided on `from` to `to`, its replacement: a forced open
-/// (timed: for what is left of it), and with `shadow` the shadow switch. A disable is
-/// not carried (its end, when timed, is not known here): the new breaker enforces.
+/// Carries what an operator decided on `from` to `to`, its replacement: a forced open or
+/// a disable (timed: for what is left of it, the snapshot's `override_left`), and with
+/// `shadow` the shadow switch.
 async fn carry(from: &DynBreaker, to: &DynBreaker, shadow: bool) -> Result<(), String> {
     let bound = breakerbox_admin::DEFAULT_TIMEOUT;
     let snapshot = match tokio::time::timeout(bound, from.snapshot()).await {
@@ -288,9 +288,11 @@ async fn carry(from: &DynBreaker, to: &DynBreaker, shadow: bool) -> Result<(), S
     type Operation = std::pin::Pin<
         Box<dyn std::future::Future<Output = Result<(), breakerbox::contract::DynError>> + Send>,
     >;
-    let forced: Option<Operation> = match (snapshot.phase, snapshot.retry_after) {
+    let forced: Option<Operation> = match (snapshot.phase, snapshot.override_left) {
         (breakerbox::Phase::ForcedOpen, Some(left)) => Some(Box::pin(to.force_open_for(left))),
         (breakerbox::Phase::ForcedOpen, None) => Some(Box::pin(to.force_open())),
+        (breakerbox::Phase::Disabled, Some(left)) => Some(Box::pin(to.disable_for(left))),
+        (breakerbox::Phase::Disabled, None) => Some(Box::pin(to.disable())),
         _ => None,
     };
     if let Some(forced) = forced {

@@ -181,3 +181,41 @@ pub(crate) fn reset_always_starts_a_fresh_closed_generation<E: ScenarioEngine>()
         (Phase::Closed, 0, 0)
     );
 }
+
+pub(crate) fn a_snapshot_tells_the_time_left_of_a_timed_override<E: ScenarioEngine>() {
+    let (clock, breaker) = start::<E>(one_failure_trips());
+    assert_eq!(
+        breaker.snapshot().override_left,
+        None,
+        "closed: no override"
+    );
+    breaker.disable_for(Duration::from_secs(5));
+    clock.advance(Duration::from_secs(2));
+    let snap = breaker.snapshot();
+    assert_eq!(snap.phase, Phase::Disabled);
+    assert_eq!(snap.override_left, Some(Duration::from_secs(3)));
+    assert_eq!(snap.retry_after, None, "a disable rejects nothing");
+    breaker.disable();
+    assert_eq!(breaker.snapshot().override_left, None, "no end");
+    breaker.force_open_for(Duration::from_secs(7));
+    clock.advance(Duration::from_secs(1));
+    let snap = breaker.snapshot();
+    assert_eq!(
+        (snap.phase, snap.override_left, snap.retry_after),
+        (
+            Phase::ForcedOpen,
+            Some(Duration::from_secs(6)),
+            Some(Duration::from_secs(6))
+        )
+    );
+    breaker.force_open();
+    assert_eq!(breaker.snapshot().override_left, None, "no end");
+    breaker.reset();
+    trip(&breaker);
+    assert_eq!(breaker.phase(), Phase::Open);
+    assert_eq!(
+        breaker.snapshot().override_left,
+        None,
+        "a trip is no override"
+    );
+}
