@@ -236,6 +236,7 @@ impl<C: Clock> CircuitBreaker<C> {
     /// breaker.force_open();
     /// assert_eq!(breaker.check().unwrap_err().phase(), Phase::ForcedOpen);
     /// ```
+    #[inline]
     pub fn check(&self) -> Result<(), CircuitOpen> {
         self.engine.check()
     }
