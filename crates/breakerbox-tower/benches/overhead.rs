@@ -109,6 +109,20 @@ fn in_process(c: &mut Criterion) {
             }
         })
     });
+    // The borrowed permit alone (what `closed_static` pays the breaker), and the handle's
+    // reference-count increment and decrement alone (what the `Arc` path adds to it): they
+    // split the layer's cost from the breaker's.
+    group.bench_function("breaker_alone/try_acquire+success", |b| {
+        b.iter(|| match alone.try_acquire() {
+            Ok(permit) => permit.success(),
+            Err(open) => {
+                black_box(open);
+            }
+        })
+    });
+    group.bench_function("breaker_alone/clone+drop", |b| {
+        b.iter(|| drop(black_box(alone.clone())))
+    });
     bench_in_process(&mut group, "bare", Echo);
     bench_in_process(
         &mut group,

@@ -57,7 +57,7 @@ impl<B: Breaker> Admission<B> {
     /// a call after a ready-because-open answer (the open phase ended in between) is
     /// refused with a zero `retry_after` (a permit granted meanwhile is released at
     /// once), since the inner service was not polled ready.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn admit<Req, S>(
         select: &S,
         request: &Req,
@@ -95,7 +95,7 @@ impl<B: Breaker> Admission<B> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn new(permit: B::OwnedPermit, clock: &B::Clock, timed: bool) -> Self {
         let timer = if timed {
             let clock = clock.clone();
@@ -119,6 +119,7 @@ impl<B: Breaker> Admission<B> {
     }
 
     /// The time since admission through the breaker's clock (zero when untimed).
+    #[inline(always)]
     pub(crate) fn latency(&self) -> Duration {
         match &self.timer {
             Some((clock, started)) => clock.elapsed_since(*started).as_duration(),
@@ -129,6 +130,7 @@ impl<B: Breaker> Admission<B> {
     /// Records `verdict`. A timed call records `latency`; an untimed one lets the permit
     /// measure its own latency when the breaker has a slow-call rule. The record is
     /// committed at once (an engine that must send it does so on its own).
+    #[inline(always)]
     pub(crate) fn record(self, verdict: Verdict, latency: Duration) {
         if self.timer.is_some() {
             drop(self.permit.record_with_latency(verdict, latency));

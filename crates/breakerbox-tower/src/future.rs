@@ -43,6 +43,7 @@ pin_project! {
 }
 
 impl<F, J, C: Breaker> Admitted<F, C, Outcome<J>> for ResponseFuture<F, J, C> {
+    #[inline(always)]
     fn admitted(future: F, admission: Admission<C>, judge: Outcome<J>) -> Self {
         ResponseFuture {
             state: State::Admitted {
@@ -53,6 +54,7 @@ impl<F, J, C: Breaker> Admitted<F, C, Outcome<J>> for ResponseFuture<F, J, C> {
         }
     }
 
+    #[inline(always)]
     fn refused(refusal: Refusal) -> Self {
         ResponseFuture {
             state: State::Refused { refusal },
@@ -69,6 +71,7 @@ where
 {
     type Output = Result<T, BoxError>;
 
+    #[inline(always)]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut state = self.project().state;
         match state.as_mut().project() {

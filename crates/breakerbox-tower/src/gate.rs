@@ -77,7 +77,7 @@ pin_project! {
 
 impl<S, Req, B: Breaker, M, Fut> GatedFuture<S, Req, B, M, Fut> {
     /// A call answered at once.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn now(future: Fut) -> Self {
         GatedFuture {
             state: Gate::Running { future },
@@ -112,7 +112,7 @@ where
 {
     type Output = Fut::Output;
 
-    #[inline]
+    #[inline(always)]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut state = self.project().state;
         loop {

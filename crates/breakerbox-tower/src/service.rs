@@ -117,7 +117,7 @@ impl<S, Sel, M> CircuitBreakerService<S, Sel, M> {
     /// the inner service polled ready (a clone takes its place here, to be polled ready
     /// for the next call), as tower middlewares with an async step before the inner call
     /// do.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn admit_and_call<Req, Fut>(
         &mut self,
         request: Req,
@@ -163,7 +163,7 @@ where
         self.poll_ready_with::<Req>(cx)
     }
 
-    #[inline]
+    #[inline(always)]
     fn call(&mut self, request: Req) -> Self::Future {
         let timed = self.mode.0.uses_latency();
         self.admit_and_call(request, timed)

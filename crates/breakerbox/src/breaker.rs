@@ -119,7 +119,7 @@ impl<C: Clock> CircuitBreaker<C> {
 
     /// Like [`CircuitBreaker::try_acquire`], with a permit that owns a handle to the
     /// breaker, to move into a future or another thread.
-    #[inline]
+    #[inline(always)]
     pub fn try_acquire_owned(&self) -> Result<OwnedPermit<C>, CircuitOpen> {
         let (generation, kind) = self.engine.acquire()?;
         Ok(OwnedPermit::new(
@@ -236,6 +236,7 @@ impl<C: Clock> CircuitBreaker<C> {
     /// breaker.force_open();
     /// assert_eq!(breaker.check().unwrap_err().phase(), Phase::ForcedOpen);
     /// ```
+    #[inline]
     pub fn check(&self) -> Result<(), CircuitOpen> {
         self.engine.check()
     }
@@ -266,7 +267,7 @@ impl<C: Clock> CircuitBreaker<C> {
     #[inline(always)]
     fn end<T, E, J>(
         &self,
-        permit: Permit<'_, C>,
+        mut permit: Permit<'_, C>,
         timed: bool,
         judge: &J,
         result: Result<T, E>,

@@ -112,34 +112,31 @@ macro_rules! permit_methods {
 
             /// Records a success.
             #[inline(always)]
-            pub fn success(self) {
-                self.record(Verdict::Success)
+            pub fn success(mut self) {
+                self.record_in_place(Verdict::Success)
             }
 
             /// Records a failure.
-            pub fn failure(self) {
-                self.record(Verdict::Failure)
+            #[inline(always)]
+            pub fn failure(mut self) {
+                self.record_in_place(Verdict::Failure)
             }
 
             /// Records a call that says nothing about the dependency (frees a probe slot).
-            pub fn ignore(self) {
-                self.record(Verdict::Ignore)
+            #[inline]
+            pub fn ignore(mut self) {
+                self.record_in_place(Verdict::Ignore)
             }
 
             /// Records `verdict`; when the breaker has a slow-call rule the latency is
             /// measured from the acquire.
             #[inline(always)]
-            pub fn record(self, verdict: Verdict) {
-                let latency = if self.engine.timed {
-                    self.engine.clock.elapsed_since(self.started)
-                } else {
-                    Nanos::ZERO
-                };
-                self.finish(verdict, latency)
+            pub fn record(mut self, verdict: Verdict) {
+                self.record_in_place(verdict)
             }
 
             /// Records `verdict` for a call that took `latency`.
-            pub fn record_with_latency(self, verdict: Verdict, latency: Duration) {
+            pub fn record_with_latency(mut self, verdict: Verdict, latency: Duration) {
                 self.finish(verdict, Nanos::from_duration(latency))
             }
 
@@ -180,19 +177,42 @@ macro_rules! permit_methods {
                 );
             }
 
+            /// Records `verdict`, timing the call when the breaker has a slow-call rule.
+            /// The permit is recorded where it lies, through `&mut self`: moving the
+            /// 32-byte permit by value into each step cost a store-forwarding stall.
             #[inline(always)]
-            pub(crate) fn finish(mut self, verdict: Verdict, latency: Nanos) {
+            fn record_in_place(&mut self, verdict: Verdict) {
+                let latency = if self.engine.timed {
+                    self.engine.clock.elapsed_since(self.started)
+                } else {
+                    Nanos::ZERO
+                };
+                self.finish(verdict, latency)
+            }
+
+            /// Records `verdict` with `latency` and marks the permit done, so that its
+            /// drop releases nothing.
+            #[inline(always)]
+            pub(crate) fn finish(&mut self, verdict: Verdict, latency: Nanos) {
                 self.done = true;
                 self.engine
                     .record(self.generation, self.kind, verdict, latency, None);
             }
+
+            /// Releases a permit dropped without a verdict (a panic, a cancelled future):
+            /// rare, so out of line, to keep the drop of a recorded permit one test.
+            #[cold]
+            #[inline(never)]
+            fn release_unrecorded(&self) {
+                self.engine.release(self.generation, self.kind);
+            }
         }
 
         impl<C: Clock> Drop for $ty {
-            #[inline]
+            #[inline(always)]
             fn drop(&mut self) {
                 if !self.done {
-                    self.engine.release(self.generation, self.kind);
+                    self.release_unrecorded();
                 }
             }
         }

@@ -100,7 +100,7 @@ impl<C: Clock + Clone> Breaker for CircuitBreaker<C> {
 
     in_memory_answers!();
 
-    #[inline]
+    #[inline(always)]
     fn try_acquire_local_owned(&self) -> LocalAdmission<OwnedPermit<C>> {
         match self.try_acquire_owned() {
             Ok(permit) => LocalAdmission::Admitted(permit),
@@ -135,7 +135,7 @@ macro_rules! contract_permit {
                 <$ty>::deadline(self)
             }
 
-            #[inline]
+            #[inline(always)]
             fn record(self, verdict: Verdict) -> RecordedNow {
                 <$ty>::record(self, verdict);
                 RecordedNow
@@ -196,7 +196,7 @@ impl<C: Clock + Clone> Breaker for &'static CircuitBreaker<C> {
 
     in_memory_answers!();
 
-    #[inline]
+    #[inline(always)]
     fn try_acquire_local_owned(&self) -> LocalAdmission<Permit<'static, C>> {
         let breaker: &'static CircuitBreaker<C> = self;
         match breaker.try_acquire() {
