@@ -177,27 +177,29 @@ impl<C: Clock> Engine<C> {
     /// rest is out of line.
     #[inline(always)]
     pub(crate) fn check(&self) -> Result<(), CircuitOpen> {
-        if self.load().is_plain_closed() {
+        let w = self.load();
+        if w.is_plain_closed() {
             return Ok(());
         }
-        self.check_not_plain_closed()
+        self.check_not_plain_closed(w)
     }
 
+    /// [`Engine::check`] for a word that is not plain closed; decides on that one word.
     #[inline(never)]
-    fn check_not_plain_closed(&self) -> Result<(), CircuitOpen> {
-        match self.check_rules() {
+    fn check_not_plain_closed(&self, w: Word) -> Result<(), CircuitOpen> {
+        match self.check_rules(w) {
             Err(_) if self.shadow.load(Ordering::Relaxed) => Ok(()),
             answer => answer,
         }
     }
 
-    /// What the rules alone would answer (without shadow mode).
-    fn check_rules(&self) -> Result<(), CircuitOpen> {
-        let w = self.load();
+    /// What the rules alone would answer for the word `w` (without shadow mode).
+    fn check_rules(&self, w: Word) -> Result<(), CircuitOpen> {
         let retry = |until: u64, now: Nanos| Some(Nanos(until.saturating_sub(now.as_u64())));
         match w.phase() {
-            Phase::Closed if w.ramping() => self.check_ramp(),
-            Phase::Closed | Phase::Disabled => Ok(()),
+            // A closed word that is not plain closed carries the ramp flag (rule 23).
+            Phase::Closed => self.check_ramp(),
+            Phase::Disabled => Ok(()),
             Phase::ForcedOpen if self.until.load(Ordering::Acquire) == u64::MAX => {
                 Err(open_at(Phase::ForcedOpen, None))
             }
