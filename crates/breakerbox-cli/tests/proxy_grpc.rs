@@ -49,13 +49,6 @@ fn calls(proxy: &ProxyProcess, verdict: &str) -> u64 {
         .unwrap_or(0)
 }
 
-fn reason(proxy: &ProxyProcess) -> String {
-    proxy.status()["breakers"]["grpc"]["last_judgement"]["reason"]
-        .as_str()
-        .unwrap_or("")
-        .to_string()
-}
-
 #[test]
 fn unavailable_trips_the_breaker_through_the_proxy_and_not_found_does_not() {
     let rt = runtime();
@@ -96,7 +89,7 @@ fn unavailable_trips_the_breaker_through_the_proxy_and_not_found_does_not() {
         assert_eq!(status.code(), Code::Unavailable, "{status:?}");
     }
     assert_eq!(proxy.phase("grpc"), "open", "{}", proxy.status());
-    assert_eq!(reason(&proxy), "grpc UNAVAILABLE: told to fail");
+    assert_eq!(proxy.last_reason("grpc"), "grpc UNAVAILABLE: told to fail");
     // Open: answered at once as gRPC (UNAVAILABLE, the proxy's JSON as its message), and
     // the server is not called.
     let before = server.calls();
@@ -164,7 +157,10 @@ fn a_streamed_grpc_answer_is_judged_at_its_end_from_its_trailers() {
         "{}",
         proxy.status()
     );
-    assert_eq!(reason(&proxy), "grpc UNAVAILABLE: failed mid-stream");
+    assert_eq!(
+        proxy.last_reason("grpc"),
+        "grpc UNAVAILABLE: failed mid-stream"
+    );
 }
 
 /// An HTTP/2 upstream whose every answer is a gRPC head and one message, then a reset
@@ -220,7 +216,7 @@ fn a_grpc_stream_cut_before_its_trailers_is_a_failure() {
         "{}",
         proxy.status()
     );
-    assert_eq!(reason(&proxy), "transport: body read failed");
+    assert_eq!(proxy.last_reason("grpc"), "transport: body read failed");
 }
 
 #[test]

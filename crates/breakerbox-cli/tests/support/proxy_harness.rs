@@ -629,6 +629,14 @@ impl ProxyProcess {
             .unwrap_or("?")
             .to_string()
     }
+
+    /// The reason of breaker `name`'s last judgement per `/status` (empty when none).
+    pub fn last_reason(&self, name: &str) -> String {
+        self.status()["breakers"][name]["last_judgement"]["reason"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    }
 }
 
 impl Drop for ProxyProcess {
