@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use breakerbox::{Clock, Nanos, Phase};
 use tokio::sync::Notify;
-use tokio::time::Instant;
 
 use super::Inner;
 use crate::events::Stats;
@@ -272,10 +271,15 @@ impl<C: Clock + Clone> Inner<C> {
 }
 
 /// The main loop: flushes and refreshes (local-view mode), health checks with backoff
-/// during an outage. Ends when the breaker is dropped. Scheduling uses tokio's clock.
+/// during an outage. Ends when the breaker is dropped. The flush cadence is read from the
+/// breaker's [`Clock`] (as the refresh cadence is); tokio only sleeps.
 pub(crate) async fn run<C: Clock + Clone>(weak: Weak<Inner<C>>, wake: Arc<Notify>) {
     let mut delay: Option<Duration> = None;
-    let mut last_flush = Instant::now();
+    // When the last flush was, by the breaker's clock (the loop's start before the first).
+    let mut last_flush = match weak.upgrade() {
+        Some(inner) => inner.clock.now(),
+        None => return,
+    };
     loop {
         let Some(inner) = weak.upgrade() else {
             return;
@@ -287,7 +291,7 @@ pub(crate) async fn run<C: Clock + Clone>(weak: Weak<Inner<C>>, wake: Arc<Notify
                 delay = None;
                 inner.cancel_orphans().await;
                 inner.flush().await;
-                last_flush = Instant::now();
+                last_flush = inner.clock.now();
                 Duration::ZERO
             } else {
                 let next = match delay {
@@ -303,20 +307,20 @@ pub(crate) async fn run<C: Clock + Clone>(weak: Weak<Inner<C>>, wake: Arc<Notify
                 Mode::LocalView(view) => {
                     let full = inner.batch.lock().map_or(0, |b| b.len()) >= view.batch_size;
                     let urgent = inner.urgent.load(Ordering::Acquire);
-                    let since = last_flush.elapsed();
+                    let since = inner.clock.now().saturating_sub(last_flush).as_duration();
                     // A node breaker's periodic flush is its node's (`node/flush.rs`).
                     let periodic = !inner.node_flush && since >= view.flush_interval;
                     if periodic || (urgent && since >= view.failure_flush_interval) {
                         inner.flush().await;
-                        last_flush = Instant::now();
+                        last_flush = inner.clock.now();
                     } else if full {
                         // A full batch counts as the interval's flush: one per interval at
                         // a rate that fills a batch per interval, not two.
                         inner.flush_batches(false).await;
-                        last_flush = Instant::now();
+                        last_flush = inner.clock.now();
                     }
                     inner.refresh_if_due(view.refresh_interval).await;
-                    let since = last_flush.elapsed();
+                    let since = inner.clock.now().saturating_sub(last_flush).as_duration();
                     let mut next = if inner.node_flush {
                         Duration::MAX
                     } else {
