@@ -180,14 +180,24 @@ macro_rules! permit_methods {
             /// Records `verdict`, timing the call when the breaker has a slow-call rule.
             /// The permit is recorded where it lies, through `&mut self`: moving the
             /// 32-byte permit by value into each step cost a store-forwarding stall.
+            /// Without latency to measure there is no deadline either (rule 22), so the
+            /// common case tests one flag.
             #[inline(always)]
             fn record_in_place(&mut self, verdict: Verdict) {
-                let latency = if self.engine.timed {
-                    self.engine.clock.elapsed_since(self.started)
-                } else {
-                    Nanos::ZERO
-                };
+                if !self.engine.timed {
+                    return self.finish_untimed(verdict);
+                }
+                let latency = self.engine.clock.elapsed_since(self.started);
                 self.finish(verdict, latency)
+            }
+
+            /// Records `verdict` for a breaker that measures no latency (so has no
+            /// deadline) and marks the permit done.
+            #[inline(always)]
+            pub(crate) fn finish_untimed(&mut self, verdict: Verdict) {
+                self.done = true;
+                self.engine
+                    .record_untimed(self.generation, self.kind, verdict);
             }
 
             /// Records `verdict` with `latency` and marks the permit done, so that its
@@ -198,21 +208,13 @@ macro_rules! permit_methods {
                 self.engine
                     .record(self.generation, self.kind, verdict, latency, None);
             }
-
-            /// Releases a permit dropped without a verdict (a panic, a cancelled future):
-            /// rare, so out of line, to keep the drop of a recorded permit one test.
-            #[cold]
-            #[inline(never)]
-            fn release_unrecorded(&self) {
-                self.engine.release(self.generation, self.kind);
-            }
         }
 
         impl<C: Clock> Drop for $ty {
             #[inline(always)]
             fn drop(&mut self) {
                 if !self.done {
-                    self.release_unrecorded();
+                    release_unrecorded(&self.engine, self.generation, self.kind);
                 }
             }
         }
@@ -227,6 +229,16 @@ macro_rules! permit_methods {
             }
         }
     };
+}
+
+/// Releases a permit dropped without a verdict (a panic, a cancelled future): rare, so out
+/// of line, to keep the drop of a recorded permit one test. It takes the permit's fields,
+/// not the permit: a call given the permit's address would keep every permit in memory,
+/// stored on the stack at each acquire, where it can otherwise live in registers.
+#[cold]
+#[inline(never)]
+fn release_unrecorded<C: Clock>(engine: &Engine<C>, generation: u64, kind: PermitKind) {
+    engine.release(generation, kind);
 }
 
 permit_methods!(Permit<'_, C>);

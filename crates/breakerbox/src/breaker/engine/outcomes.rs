@@ -32,6 +32,14 @@ impl<C: Clock> Engine<C> {
         self.record_verdict(generation, kind, verdict, latency, retry_hint);
     }
 
+    /// [`Engine::record`] for a breaker that measures no latency (`!self.timed`), so has
+    /// no deadline either: skips the test of rule 22 and records a zero latency.
+    #[inline(always)]
+    pub(crate) fn record_untimed(&self, generation: u64, kind: PermitKind, verdict: Verdict) {
+        debug_assert!(!self.timed && !self.deadlines);
+        self.record_verdict(generation, kind, verdict, Nanos::ZERO, None);
+    }
+
     /// [`Engine::record`] once the verdict is final.
     #[inline(always)]
     pub(super) fn record_verdict(
