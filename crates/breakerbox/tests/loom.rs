@@ -597,6 +597,74 @@ fn a_lane_success_racing_a_failure_is_counted_exactly_once() {
 }
 
 #[test]
+fn a_quiet_success_racing_the_failure_that_ends_the_quiet_is_counted_once() {
+    check(
+        "a_quiet_success_racing_the_failure_that_ends_the_quiet_is_counted_once",
+        || {
+            // The gate is the size: the second success fills the window and leaves it quiet
+            // (full, no failure): plain successes then count nothing until a failure.
+            let rig = Rig::new(|b| b.failure_rate(0.9).count_window(2).min_calls(2));
+            rig.acquire().success();
+            rig.acquire().success();
+            let success = rig.acquire();
+            let failure = rig.acquire();
+            let a = thread::spawn(move || success.success());
+            let b = thread::spawn(move || failure.failure());
+            a.join().unwrap();
+            b.join().unwrap();
+            let window = rig.breaker.snapshot().window;
+            assert_eq!((window.calls, window.failures), (2, 1));
+            // Whichever came first, two successes after the failure slide it out: the quiet
+            // ended with it, so they are counted (after one, the failure is still in the
+            // window or not, depending on the order of the race).
+            rig.acquire().success();
+            rig.acquire().success();
+            let window = rig.breaker.snapshot().window;
+            assert_eq!(
+                (window.calls, window.failures),
+                (2, 0),
+                "slid out after two"
+            );
+            assert_eq!(rig.breaker.phase(), Phase::Closed);
+        },
+    );
+}
+
+#[test]
+fn a_lane_looking_for_quiet_racing_a_failure_never_loses_the_failure() {
+    check(
+        "a_lane_looking_for_quiet_racing_a_failure_never_loses_the_failure",
+        || {
+            // Past the gate after one success; under loom a lane looks for quiet at every
+            // second success it counts (the window's size).
+            let rig = Rig::new(|b| b.failure_rate(0.9).count_window(2).min_calls(1));
+            rig.acquire().success();
+            rig.acquire().success();
+            let success = rig.acquire();
+            let failure = rig.acquire();
+            let b = thread::spawn(move || failure.failure());
+            // This thread's lane counts its second success and looks.
+            success.success();
+            b.join().unwrap();
+            let window = rig.breaker.snapshot().window;
+            assert_eq!(
+                (window.calls, window.failures),
+                (2, 1),
+                "the failure was lost"
+            );
+            rig.acquire().success();
+            rig.acquire().success();
+            let window = rig.breaker.snapshot().window;
+            assert_eq!(
+                (window.calls, window.failures),
+                (2, 0),
+                "slid out after two"
+            );
+        },
+    );
+}
+
+#[test]
 fn outcomes_racing_a_bucket_edge_are_all_counted() {
     check("outcomes_racing_a_bucket_edge_are_all_counted", || {
         // Buckets of 1 s; a window of 10 s holds both sides of the edge.

@@ -750,6 +750,29 @@ fn engine_matches_the_model_when_open_until_saturates() {
 }
 
 #[test]
+fn engine_matches_the_model_through_quiet_count_windows() {
+    // A window of 8 past its gate of 1: plain successes go to this thread's lane, which
+    // looks for quiet at its 64th; after each failure the engine counts again, and a
+    // failure rate of 0.5 trips only if the window holds exactly what the model says.
+    let successes = |ops: &mut Vec<Op>, n: usize| {
+        for _ in 0..n {
+            ops.extend([Op::Acquire, record(Verdict::Success)]);
+        }
+    };
+    let failure = |ops: &mut Vec<Op>| ops.extend([Op::Acquire, record(Verdict::Failure)]);
+    let mut ops = Vec::new();
+    successes(&mut ops, 70);
+    for gap in [7, 3, 1, 0, 2, 80, 4, 4, 130, 1, 1] {
+        failure(&mut ops);
+        successes(&mut ops, gap);
+    }
+    failure(&mut ops);
+    failure(&mut ops);
+    failure(&mut ops);
+    run(&fixed(Family::CountRateAndSlow, 8, 1, ops)).unwrap();
+}
+
+#[test]
 fn engine_matches_the_model_after_a_long_outage() {
     let mut ops = Vec::new();
     // Ten failures fill the count window of ten and trip on the failure rate.

@@ -10,6 +10,19 @@
 //!   it is counted in its thread's lane ([`super::lanes`]) with a plain store: no shared
 //!   write, no lock. Before the gate, and on threads without a lane, it is filed under the
 //!   lock, where it is evaluated (rule 3: a success can bring the window to `min_calls`).
+//! - A *quiet* window (full: `size` outcomes or more, and no event among the last `size`)
+//!   needs no counting at all: until the next event its counts are `size` calls and
+//!   nothing else, however many plain successes arrive, so they return after one load,
+//!   like a consecutive-failures breaker's. The next event ends the quiet under the lock; a
+//!   plain success that saw the quiet before that is placed before the event, which its
+//!   call overlaps or precedes (the event's call has not returned yet).
+//!
+//!   A window becomes quiet under the lock: when an outcome filed there leaves it so, or
+//!   when a thread's lane count reaches a multiple of its look interval and the thread
+//!   looks. The interval starts at the next power of two of `size` (at least 64) and
+//!   doubles after each look that finds an event, up to 2^20 plain successes of a thread:
+//!   steady failures pay almost nothing for looks, and a window whose failures stopped is
+//!   quiet again within that many successes of a thread.
 //!
 //! Counts are exact: the number of outcomes filed, summed under the lock, is the true total
 //! at an instant within the event's own call (see [`super::lanes`]), so the counts each
@@ -26,15 +39,28 @@ use std::collections::VecDeque;
 use super::lanes::Lanes;
 use super::padded::Padded;
 use crate::model::WindowCounts;
-use crate::sync::{lock, AtomicBool, Mutex, Ordering};
+use crate::sync::{lock, AtomicU64, AtomicU8, Mutex, Ordering};
+
+/// The window has not reached the gate: plain successes are filed under the lock.
+const FILLING: u8 = 0;
+/// Past the gate: plain successes are counted in their thread's lane.
+const COUNTING: u8 = 1;
+/// Full and without events: plain successes change nothing and are not counted.
+const QUIET: u8 = 2;
 
 pub(crate) struct CountWindow {
     size: u64,
     gate: u64,
-    /// Whether the current phase's window has reached the gate (cleared by `reset`).
-    ready: AtomicBool,
+    /// The lanes' look interval minus one: a lane whose count is a multiple of the interval
+    /// looks whether the window has become quiet. It starts at `check_interval(size)` and
+    /// doubles after each look that finds an event (up to `MAX_CHECK_INTERVAL`), so that
+    /// steady failures do not pay for looks; entering the quiet starts it afresh. Written
+    /// under the lock.
+    check_mask: AtomicU64,
+    /// `FILLING`, `COUNTING` or `QUIET`, for the current phase (written under the lock).
+    mode: AtomicU8,
     lanes: Lanes,
-    /// Locked by every event: kept off the line of `ready`, which every success reads.
+    /// Locked by every event: kept off the line of `mode`, which every success reads.
     log: Padded<Mutex<Log>>,
 }
 
@@ -75,7 +101,8 @@ impl CountWindow {
         CountWindow {
             size,
             gate: u64::from(min_calls).clamp(1, size),
-            ready: AtomicBool::new(false),
+            check_mask: AtomicU64::new(check_interval(size) - 1),
+            mode: AtomicU8::new(FILLING),
             lanes: Lanes::new(),
             log: Padded(Mutex::new(Log::new(generation))),
         }
@@ -85,7 +112,9 @@ impl CountWindow {
     pub(crate) fn reset(&self, generation: u64) {
         let mut log = lock(&self.log);
         *log = Log::new(generation);
-        self.ready.store(false, Ordering::Release);
+        self.mode.store(FILLING, Ordering::Release);
+        self.check_mask
+            .store(check_interval(self.size) - 1, Ordering::Relaxed);
     }
 
     /// What the window holds for the closed phase `generation`.
@@ -103,15 +132,61 @@ impl CountWindow {
     /// writer belongs to an older phase.
     #[inline(always)]
     pub(crate) fn record(&self, generation: u64, failed: bool, slow: bool) -> Option<WindowCounts> {
-        let plain = !failed && !slow;
-        if plain && self.ready.load(Ordering::Acquire) {
-            if let Some(lane) = self.lanes.mine() {
-                if lane.try_add(generation, 0) {
-                    return None;
+        if !failed && !slow {
+            let mode = self.mode.load(Ordering::Acquire);
+            if mode == QUIET {
+                return None;
+            }
+            if mode == COUNTING {
+                if let Some(lane) = self.lanes.mine() {
+                    if let Some(count) = lane.try_add(generation, 0) {
+                        if count & self.check_mask.load(Ordering::Relaxed) == 0 {
+                            self.look_for_quiet(generation);
+                        }
+                        return None;
+                    }
                 }
             }
         }
         self.record_locked(generation, failed, slow)
+    }
+
+    /// A lane's periodic look: makes the window quiet if it is full and holds no event.
+    #[cold]
+    #[inline(never)]
+    fn look_for_quiet(&self, generation: u64) {
+        let mut log = lock(&self.log);
+        if log.generation != generation {
+            return;
+        }
+        let total = self.total(&log, generation);
+        let counts = self.slide(&mut log, total);
+        self.settle_mode(&log, total, counts);
+        if self.mode.load(Ordering::Relaxed) != QUIET {
+            let mask = self.check_mask.load(Ordering::Relaxed);
+            let longer = (mask << 1 | 1).min(MAX_CHECK_INTERVAL - 1);
+            self.check_mask.store(longer, Ordering::Relaxed);
+        }
+    }
+
+    /// Sets the mode the window is in after `total` outcomes with `counts` (under the
+    /// lock, where every change of mode is made). Writes only a change: a store on every
+    /// event would take the line from the other cores, whose plain successes read it.
+    fn settle_mode(&self, log: &Log, total: u64, counts: WindowCounts) {
+        let mode = if total >= self.size && log.events.is_empty() {
+            QUIET
+        } else if counts.calls >= self.gate {
+            COUNTING
+        } else {
+            FILLING
+        };
+        if self.mode.load(Ordering::Relaxed) != mode {
+            if mode == QUIET {
+                self.check_mask
+                    .store(check_interval(self.size) - 1, Ordering::Relaxed);
+            }
+            self.mode.store(mode, Ordering::Release);
+        }
     }
 
     #[inline(never)]
@@ -123,6 +198,7 @@ impl CountWindow {
         // Every outcome that takes the lock is counted here, events and plain successes
         // alike; the thread's lane is only keyed to the phase on the way, so that its next
         // plain successes take the fast path.
+        let event = failed || slow;
         log.filed += 1;
         if let Some(lane) = self.lanes.mine() {
             if !lane.holds(generation) {
@@ -131,7 +207,7 @@ impl CountWindow {
             }
         }
         let total = self.total(&log, generation);
-        if failed || slow {
+        if event {
             log.events.push_back(Event {
                 number: total,
                 failed,
@@ -141,11 +217,7 @@ impl CountWindow {
             log.slow += u64::from(slow);
         }
         let counts = self.slide(&mut log, total);
-        // Written once per phase: a store on every event would take the line from the
-        // other cores, whose plain successes read it.
-        if counts.calls >= self.gate && !self.ready.load(Ordering::Relaxed) {
-            self.ready.store(true, Ordering::Release);
-        }
+        self.settle_mode(&log, total, counts);
         Some(counts)
     }
 
@@ -176,6 +248,23 @@ impl CountWindow {
     }
 }
 
+/// The longest interval between two looks of a lane: a window that had failures becomes
+/// quiet again within this many plain successes of a thread once they have slid out.
+const MAX_CHECK_INTERVAL: u64 = if cfg!(loom) { 8 } else { 1 << 20 };
+
+/// How many plain successes a thread counts in its lane between two first looks for quiet: a
+/// power of two (so that the test is a mask), at least the window's size, so that a full
+/// window of successes since the last event can have passed; under loom, no more than that,
+/// so that a model reaches it.
+fn check_interval(size: u64) -> u64 {
+    let interval = size.checked_next_power_of_two().unwrap_or(1 << 63);
+    if cfg!(loom) {
+        interval
+    } else {
+        interval.max(64)
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
@@ -203,6 +292,130 @@ mod tests {
         assert_eq!(triple(w.counts(1)), (4, 1, 0), "the slow failure slid out");
         w.record(1, false, false);
         assert_eq!(triple(w.counts(1)), (4, 0, 0));
+    }
+
+    fn mode(w: &CountWindow) -> u8 {
+        w.mode.load(Ordering::Relaxed)
+    }
+
+    #[test]
+    fn a_full_window_without_events_is_quiet_and_the_next_event_slides_as_if_counted() {
+        // The gate is the size: the success that fills the window, filed under the lock,
+        // leaves it quiet.
+        let w = CountWindow::new(4, 4, 1);
+        for _ in 0..3 {
+            w.record(1, false, false);
+        }
+        assert_eq!(mode(&w), FILLING);
+        w.record(1, false, false);
+        assert_eq!(mode(&w), QUIET, "full, and no event among the last 4");
+        for _ in 0..1_000 {
+            assert_eq!(w.record(1, false, false), None);
+        }
+        assert_eq!(triple(w.counts(1)), (4, 0, 0));
+        let c = w.record(1, true, false).expect("an event is evaluated");
+        assert_eq!(triple(c), (4, 1, 0), "the quiet successes fill the window");
+        assert_eq!(mode(&w), COUNTING, "the event ends the quiet");
+        for _ in 0..3 {
+            w.record(1, false, false);
+        }
+        assert_eq!(
+            triple(w.counts(1)),
+            (4, 1, 0),
+            "the failure is among the last 4"
+        );
+        w.record(1, false, false);
+        assert_eq!(
+            triple(w.counts(1)),
+            (4, 0, 0),
+            "the 4th success after it slid it out"
+        );
+        assert_eq!(
+            mode(&w),
+            COUNTING,
+            "`counts` only reads; the lane has not looked yet"
+        );
+    }
+
+    #[test]
+    fn a_lane_looks_for_quiet_every_interval_and_not_while_an_event_is_in_the_window() {
+        let w = CountWindow::new(100, 1, 1);
+        assert_eq!(check_interval(100), 128);
+        w.record(1, false, false);
+        w.record(1, true, false);
+        assert_eq!(mode(&w), COUNTING);
+        // The lane's 128th success looks: 130 outcomes, the failure 2nd of them, is out.
+        for _ in 0..127 {
+            w.record(1, false, false);
+        }
+        assert_eq!(mode(&w), COUNTING, "the lane has not looked yet");
+        w.record(1, false, false);
+        assert_eq!(mode(&w), QUIET);
+        assert_eq!(triple(w.counts(1)), (100, 0, 0));
+
+        // A failure now, and the lane's next look finds it within the window.
+        let w = CountWindow::new(200, 1, 1);
+        w.record(1, false, false);
+        for _ in 0..200 {
+            w.record(1, false, false);
+        }
+        w.record(1, true, false);
+        for _ in 0..127 {
+            w.record(1, false, false);
+        }
+        assert_eq!(mode(&w), COUNTING, "the failure is among the last 200");
+        assert_eq!(triple(w.counts(1)), (200, 1, 0));
+        for _ in 0..72 {
+            w.record(1, false, false);
+        }
+        assert_eq!(
+            triple(w.counts(1)),
+            (200, 1, 0),
+            "199 outcomes after the failure"
+        );
+        w.record(1, false, false);
+        assert_eq!(triple(w.counts(1)), (200, 0, 0));
+        // The look that found the failure doubled the interval: the next is at the lane's
+        // 512th success (it has counted 400).
+        for _ in 0..111 {
+            w.record(1, false, false);
+        }
+        assert_eq!(mode(&w), COUNTING, "no look since the one at 256");
+        w.record(1, false, false);
+        assert_eq!(mode(&w), QUIET, "the look at 512");
+        assert_eq!(
+            w.check_mask.load(Ordering::Relaxed),
+            255,
+            "afresh once quiet"
+        );
+    }
+
+    #[test]
+    fn steady_failures_stretch_the_look_interval_to_its_cap() {
+        let w = CountWindow::new(100, 1, 1);
+        // A failure every 50 outcomes: every look finds one in the window.
+        for i in 0..2_200_000u64 {
+            w.record(1, i % 50 == 0, false);
+        }
+        assert_eq!(
+            w.check_mask.load(Ordering::Relaxed),
+            MAX_CHECK_INTERVAL - 1,
+            "doubled at each look, and no further than the cap"
+        );
+        assert_eq!(mode(&w), COUNTING);
+    }
+
+    #[test]
+    fn a_quiet_window_of_an_older_phase_starts_the_next_one_filling() {
+        let w = CountWindow::new(2, 2, 1);
+        w.record(1, false, false);
+        w.record(1, false, false);
+        assert_eq!(mode(&w), QUIET);
+        w.reset(3);
+        assert_eq!(mode(&w), FILLING);
+        assert_eq!(w.record(1, true, false), None, "an older phase's event");
+        let c = w.record(3, true, false).expect("evaluated");
+        assert_eq!(triple(c), (1, 1, 0));
     }
 
     #[test]

@@ -48,29 +48,30 @@ impl Lane {
     }
 
     /// The owner's fast path: counts one plain success if the lane is keyed to
-    /// `generation` and `now` is before the end of its period. Returns whether it did.
+    /// `generation` and `now` is before the end of its period. Returns the lane's count
+    /// after it, or `None` when it counted nothing.
     #[inline(always)]
-    pub(crate) fn try_add(&self, generation: u64, now: u64) -> bool {
+    pub(crate) fn try_add(&self, generation: u64, now: u64) -> Option<u64> {
         if self.generation.load(Ordering::Relaxed) != generation
             || now >= self.until.load(Ordering::Relaxed)
         {
-            return false;
+            return None;
         }
-        self.add();
-        true
+        Some(self.add())
     }
 
-    /// Counts one plain success (owner only).
+    /// Counts one plain success (owner only); returns the lane's count after it.
     #[inline(always)]
-    pub(crate) fn add(&self) {
+    pub(crate) fn add(&self) -> u64 {
         #[cfg(not(loom))]
         {
-            let count = self.count.load(Ordering::Relaxed);
-            self.count.store(count.wrapping_add(1), Ordering::Release);
+            let count = self.count.load(Ordering::Relaxed).wrapping_add(1);
+            self.count.store(count, Ordering::Release);
+            count
         }
         #[cfg(loom)]
         {
-            self.count.fetch_add(1, Ordering::AcqRel);
+            self.count.fetch_add(1, Ordering::AcqRel).wrapping_add(1)
         }
     }
 

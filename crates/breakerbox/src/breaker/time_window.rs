@@ -184,7 +184,7 @@ impl TimeWindow {
     ) -> Option<WindowCounts> {
         if !failed && !slow && now.as_u64() < self.ready_until.load(Ordering::Acquire) {
             if let Some(lane) = self.lanes.mine() {
-                if lane.try_add(generation, now.as_u64()) {
+                if lane.try_add(generation, now.as_u64()).is_some() {
                     return None;
                 }
             }
