@@ -11,7 +11,7 @@ use breakerbox::{Clock, ConfigError, MonotonicClock, Registry};
 use bytes::Bytes;
 
 use crate::access::Access;
-use crate::service::{AdminService, Renderer, Shared};
+use crate::service::{AdminService, Renderer, Section, Shared};
 use crate::source::{BreakerSource, Listed, Sources};
 use crate::transitions::TransitionLog;
 
@@ -55,7 +55,11 @@ pub struct AdminServiceBuilder {
     transitions: Option<TransitionLog>,
     timeout: Duration,
     title: String,
+    sections: Vec<(String, Section)>,
 }
+
+/// The status document's own keys, which no section may take.
+const STATUS_KEYS: [&str; 3] = ["uptime_ms", "breakers", "transitions"];
 
 impl fmt::Debug for AdminServiceBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -67,6 +71,10 @@ impl fmt::Debug for AdminServiceBuilder {
             .field("prefix", &self.prefix)
             .field("timeout", &self.timeout)
             .field("title", &self.title)
+            .field(
+                "sections",
+                &self.sections.iter().map(|(k, _)| k).collect::<Vec<_>>(),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -90,6 +98,7 @@ impl AdminServiceBuilder {
             transitions: None,
             timeout: DEFAULT_TIMEOUT,
             title: "breakerbox".to_string(),
+            sections: Vec::new(),
         }
     }
 
@@ -163,6 +172,33 @@ impl AdminServiceBuilder {
         self
     }
 
+    /// Adds the key `key` to the status document, with what `section` answers at each
+    /// request: the place for what the server around the breakers knows (a proxy's
+    /// upstreams still draining after a reload, say). `key` must be a name of ASCII
+    /// letters, digits and `_`, other than the document's own keys (`uptime_ms`,
+    /// `breakers`, `transitions`) and than an earlier section's.
+    ///
+    /// ```
+    /// use breakerbox_admin::AdminService;
+    /// let admin = AdminService::builder()
+    ///     .status_section("build", || serde_json::json!({"version": "1.2.3"}))
+    ///     .build()?;
+    /// # drop(admin);
+    /// assert!(AdminService::builder()
+    ///     .status_section("breakers", || serde_json::Value::Null)
+    ///     .build()
+    ///     .is_err());
+    /// # Ok::<(), breakerbox::ConfigError>(())
+    /// ```
+    pub fn status_section(
+        mut self,
+        key: impl Into<String>,
+        section: impl Fn() -> serde_json::Value + Send + Sync + 'static,
+    ) -> AdminServiceBuilder {
+        self.sections.push((key.into(), Arc::new(section)));
+        self
+    }
+
     /// The dashboard's title (default `breakerbox`).
     pub fn title(mut self, title: impl Into<String>) -> AdminServiceBuilder {
         self.title = title.into();
@@ -212,6 +248,20 @@ impl AdminServiceBuilder {
                 "at most 200 characters, none of them control characters",
             ));
         }
+        for (i, (key, _)) in self.sections.iter().enumerate() {
+            let named = !key.is_empty()
+                && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            let taken = STATUS_KEYS.contains(&key.as_str())
+                || self.sections[..i].iter().any(|(earlier, _)| earlier == key);
+            if !named || taken {
+                return Err(ConfigError::new(
+                    "status_section",
+                    format_args!("{key:?}"),
+                    "a key of ASCII letters, digits and _, not uptime_ms, breakers, \
+                     transitions or an earlier section's",
+                ));
+            }
+        }
         let page = DASHBOARD.replace("{{title}}", &escape_html(&self.title));
         let clock = MonotonicClock;
         Ok(AdminService {
@@ -222,6 +272,7 @@ impl AdminServiceBuilder {
                 transitions: self.transitions,
                 page: Bytes::from(page),
                 timeout: self.timeout,
+                sections: self.sections,
                 started: clock.now(),
                 clock,
             }),

@@ -28,6 +28,9 @@ use crate::{exposition, reply, AdminBody, AdminServiceBuilder};
 /// Renders `/metrics`: Prometheus text exposition, format 0.0.4.
 pub(crate) type Renderer = Arc<dyn Fn() -> String + Send + Sync>;
 
+/// What a status section answers at each request.
+pub(crate) type Section = Arc<dyn Fn() -> serde_json::Value + Send + Sync>;
+
 /// The body of an action (`{"for": "10m"}`) is read up to this many bytes.
 const MAX_BODY: usize = 4096;
 /// ... and for at most this long.
@@ -73,6 +76,8 @@ pub(crate) struct Shared {
     pub(crate) transitions: Option<TransitionLog>,
     pub(crate) page: Bytes,
     pub(crate) timeout: Duration,
+    /// Keys added to the status document ([`crate::AdminServiceBuilder::status_section`]).
+    pub(crate) sections: Vec<(String, Section)>,
     pub(crate) clock: MonotonicClock,
     pub(crate) started: Nanos,
 }
@@ -193,13 +198,18 @@ impl AdminService {
     async fn status(&self) -> Response<AdminBody> {
         let shared = &self.shared;
         let uptime = shared.clock.now().saturating_sub(shared.started);
-        let document = status::document(
+        let mut document = status::document(
             shared.sources.list(),
             shared.transitions.as_ref(),
             uptime.as_duration(),
             shared.timeout,
         )
         .await;
+        if let serde_json::Value::Object(map) = &mut document {
+            for (key, section) in &shared.sections {
+                map.insert(key.clone(), section());
+            }
+        }
         reply::json(StatusCode::OK, &document)
     }
 

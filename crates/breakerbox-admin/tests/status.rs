@@ -251,3 +251,36 @@ fn the_dashboard_page_has_no_external_assets_and_may_not_be_framed() {
         .unwrap()
         .contains("frame-ancestors 'none'"));
 }
+
+#[test]
+fn a_status_section_is_answered_afresh_at_each_request_and_cannot_take_the_documents_keys() {
+    let hits = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counted = hits.clone();
+    let served = Served::service(
+        AdminService::builder()
+            .status_section("server", move || {
+                let n = counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                serde_json::json!({ "asked": n })
+            })
+            .build()
+            .unwrap(),
+    );
+    assert_eq!(served.json("/status")["server"]["asked"], 1);
+    let status = served.json("/status");
+    assert_eq!(status["server"]["asked"], 2, "computed at each request");
+    assert!(status["uptime_ms"].is_u64(), "the document's own keys stay");
+    assert_eq!(status["breakers"], serde_json::json!({}));
+
+    for key in ["breakers", "uptime_ms", "transitions", "", "a b", "x\n"] {
+        let error = AdminService::builder()
+            .status_section(key, || serde_json::Value::Null)
+            .build()
+            .unwrap_err();
+        assert!(error.to_string().contains("status_section"), "{key:?}: {error}");
+    }
+    let twice = AdminService::builder()
+        .status_section("server", || serde_json::Value::Null)
+        .status_section("server", || serde_json::Value::Null)
+        .build();
+    assert!(twice.is_err(), "one key, one section");
+}
