@@ -10,6 +10,7 @@ mod capacity;
 mod concurrency;
 mod config;
 mod download;
+mod draining;
 mod exchange;
 mod exposition;
 mod forward;

@@ -408,6 +408,15 @@ fn an_added_upstream_serves_and_a_removed_one_finishes_its_requests_in_flight() 
         "drained with a request in flight: {}",
         proxy.stderr()
     );
+    let draining = proxy.status()["draining"].clone();
+    assert_eq!(
+        draining.as_array().map(Vec::len),
+        Some(1),
+        "one replaced config still held: {draining}"
+    );
+    assert_eq!(draining[0]["upstreams"], serde_json::json!(["slow"]));
+    assert_eq!(draining[0]["replaced_by_generation"], 1);
+    assert!(draining[0]["for_ms"].is_u64(), "{draining}");
 
     let finished = in_flight.join().unwrap();
     assert_eq!(finished.status, 200, "{finished:?}");
@@ -422,6 +431,11 @@ fn an_added_upstream_serves_and_a_removed_one_finishes_its_requests_in_flight() 
     let status = proxy.status();
     assert!(status["breakers"].get("slow").is_none(), "{status}");
     assert_eq!(status["breakers"]["b"]["phase"], "closed");
+    assert_eq!(
+        status["draining"],
+        serde_json::json!([]),
+        "drained, so no longer listed"
+    );
     let metrics = get(proxy.admin, "/metrics").body;
     assert!(metrics.contains("breaker=\"b\""), "{metrics}");
     assert!(!metrics.contains("breaker=\"slow\""), "{metrics}");

@@ -35,6 +35,8 @@ pub fn service(live: Arc<Live>, config: &AdminConfig) -> anyhow::Result<AdminSer
     for host in &config.hosts {
         builder = builder.allow_host(host.clone());
     }
+    let draining = live.clone();
+    builder = builder.status_section("draining", move || draining.draining.status());
     builder = builder.metrics(move || {
         let proxy = live.current();
         let phases: Vec<(&str, breakerbox::Phase)> = proxy

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::watch;
 
+use super::draining::Draining;
 use super::forward::{Proxy, Worker};
 
 /// The config every new request uses, and the reloads counted so far.
@@ -24,6 +25,8 @@ pub struct Live {
     published: watch::Sender<u64>,
     /// Reloads applied, and reloads refused.
     reloads: [AtomicU64; 2],
+    /// The removed upstreams of replaced configs that requests still hold.
+    pub draining: Draining,
 }
 
 impl Live {
@@ -34,6 +37,7 @@ impl Live {
             current: Mutex::new(proxy),
             published: watch::Sender::new(0),
             reloads: [AtomicU64::new(0), AtomicU64::new(0)],
+            draining: Draining::default(),
         }
     }
 

@@ -170,7 +170,11 @@ impl Reloader {
             })
             .unwrap_or_default();
         if !removed.is_empty() {
-            tokio::spawn(drained(Arc::downgrade(&old), removed));
+            let config = Arc::downgrade(&old);
+            self.live
+                .draining
+                .add(removed.clone(), generation, config.clone());
+            tokio::spawn(drained(self.live.clone(), config, removed));
         }
         drop(old);
         let mut summary = plan.summary;
@@ -189,9 +193,10 @@ const DRAIN_POLL: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Logs when the requests that started under a replaced config have all ended (its
 /// response bodies relayed, its workers moved on), so its `removed` upstreams are gone:
-/// breakers, counters and connections freed.
-async fn drained(old: Weak<Proxy>, removed: Vec<String>) {
-    while old.strong_count() > 0 {
+/// breakers, counters and connections freed. Until then `/status` lists them under
+/// `draining`.
+async fn drained(live: Arc<Live>, old: Weak<Proxy>, removed: Vec<String>) {
+    while live.draining.still_held(&old) {
         tokio::time::sleep(DRAIN_POLL).await;
     }
     eprintln!(
