@@ -164,8 +164,8 @@ impl CountWindow {
         self.settle_mode(&log, total, counts);
         if self.mode.load(Ordering::Relaxed) != QUIET {
             let mask = self.check_mask.load(Ordering::Relaxed);
-            let longer = (mask << 1 | 1).min(MAX_CHECK_INTERVAL - 1);
-            self.check_mask.store(longer, Ordering::Relaxed);
+            let longer = (mask + 1).saturating_mul(2).min(MAX_CHECK_INTERVAL);
+            self.check_mask.store(longer - 1, Ordering::Relaxed);
         }
     }
 
@@ -257,7 +257,8 @@ const MAX_CHECK_INTERVAL: u64 = if cfg!(loom) { 8 } else { 1 << 20 };
 /// window of successes since the last event can have passed; under loom, no more than that,
 /// so that a model reaches it.
 fn check_interval(size: u64) -> u64 {
-    let interval = size.checked_next_power_of_two().unwrap_or(1 << 63);
+    // `size` comes from a `u32`: its next power of two is at most 2^32.
+    let interval = size.next_power_of_two();
     if cfg!(loom) {
         interval
     } else {
@@ -364,6 +365,7 @@ mod tests {
             w.record(1, false, false);
         }
         assert_eq!(mode(&w), COUNTING, "the failure is among the last 200");
+        assert_eq!(w.check_mask.load(Ordering::Relaxed), 511, "the interval doubled");
         assert_eq!(triple(w.counts(1)), (200, 1, 0));
         for _ in 0..72 {
             w.record(1, false, false);
@@ -403,6 +405,15 @@ mod tests {
             "doubled at each look, and no further than the cap"
         );
         assert_eq!(mode(&w), COUNTING);
+    }
+
+    #[test]
+    fn a_new_phase_looks_at_the_first_interval_again() {
+        let w = CountWindow::new(4, 1, 1);
+        assert_eq!(w.check_mask.load(Ordering::Relaxed), 63);
+        w.check_mask.store(4095, Ordering::Relaxed);
+        w.reset(2);
+        assert_eq!(w.check_mask.load(Ordering::Relaxed), 63);
     }
 
     #[test]
