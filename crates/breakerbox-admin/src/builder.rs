@@ -249,8 +249,8 @@ impl AdminServiceBuilder {
             ));
         }
         for (i, (key, _)) in self.sections.iter().enumerate() {
-            let named = !key.is_empty()
-                && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            let named =
+                !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
             let taken = STATUS_KEYS.contains(&key.as_str())
                 || self.sections[..i].iter().any(|(earlier, _)| earlier == key);
             if !named || taken {

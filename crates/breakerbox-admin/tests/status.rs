@@ -276,7 +276,10 @@ fn a_status_section_is_answered_afresh_at_each_request_and_cannot_take_the_docum
             .status_section(key, || serde_json::Value::Null)
             .build()
             .unwrap_err();
-        assert!(error.to_string().contains("status_section"), "{key:?}: {error}");
+        assert!(
+            error.to_string().contains("status_section"),
+            "{key:?}: {error}"
+        );
     }
     let twice = AdminService::builder()
         .status_section("server", || serde_json::Value::Null)

@@ -365,7 +365,11 @@ mod tests {
             w.record(1, false, false);
         }
         assert_eq!(mode(&w), COUNTING, "the failure is among the last 200");
-        assert_eq!(w.check_mask.load(Ordering::Relaxed), 511, "the interval doubled");
+        assert_eq!(
+            w.check_mask.load(Ordering::Relaxed),
+            511,
+            "the interval doubled"
+        );
         assert_eq!(triple(w.counts(1)), (200, 1, 0));
         for _ in 0..72 {
             w.record(1, false, false);
