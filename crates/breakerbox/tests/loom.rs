@@ -574,6 +574,16 @@ fn a_trip_racing_an_acquire_hands_out_only_permits_that_are_current_or_stale() {
 
 // ----- (e) windows: plain successes in per-thread lanes, events under the window's lock ----
 
+/// Two permits taken now, recorded on two threads at once: a success and a failure.
+fn race_a_success_and_a_failure(rig: &Rig) {
+    let success = rig.acquire();
+    let failure = rig.acquire();
+    let a = thread::spawn(move || success.success());
+    let b = thread::spawn(move || failure.failure());
+    a.join().unwrap();
+    b.join().unwrap();
+}
+
 #[test]
 fn a_lane_success_racing_a_failure_is_counted_exactly_once() {
     check(
@@ -583,12 +593,7 @@ fn a_lane_success_racing_a_failure_is_counted_exactly_once() {
             // Two successes reach the gate: later plain successes go to the lanes.
             rig.acquire().success();
             rig.acquire().success();
-            let success = rig.acquire();
-            let failure = rig.acquire();
-            let a = thread::spawn(move || success.success());
-            let b = thread::spawn(move || failure.failure());
-            a.join().unwrap();
-            b.join().unwrap();
+            race_a_success_and_a_failure(&rig);
             let window = rig.breaker.snapshot().window;
             assert_eq!((window.calls, window.failures), (4, 1));
             assert_eq!(rig.breaker.phase(), Phase::Closed);
@@ -606,12 +611,7 @@ fn a_quiet_success_racing_the_failure_that_ends_the_quiet_is_counted_once() {
             let rig = Rig::new(|b| b.failure_rate(0.9).count_window(2).min_calls(2));
             rig.acquire().success();
             rig.acquire().success();
-            let success = rig.acquire();
-            let failure = rig.acquire();
-            let a = thread::spawn(move || success.success());
-            let b = thread::spawn(move || failure.failure());
-            a.join().unwrap();
-            b.join().unwrap();
+            race_a_success_and_a_failure(&rig);
             let window = rig.breaker.snapshot().window;
             assert_eq!((window.calls, window.failures), (2, 1));
             // Whichever came first, two successes after the failure slide it out: the quiet
@@ -678,12 +678,7 @@ fn outcomes_racing_a_bucket_edge_are_all_counted() {
         // Period 10 reuses the bucket of period 0: both writers find it stale and race to
         // start it afresh.
         rig.clock.advance(Duration::from_secs(10));
-        let success = rig.acquire();
-        let failure = rig.acquire();
-        let a = thread::spawn(move || success.success());
-        let b = thread::spawn(move || failure.failure());
-        a.join().unwrap();
-        b.join().unwrap();
+        race_a_success_and_a_failure(&rig);
         let window = rig.breaker.snapshot().window;
         assert_eq!(
             (window.calls, window.failures),

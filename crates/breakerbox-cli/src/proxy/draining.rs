@@ -39,19 +39,15 @@ impl Draining {
 
     /// Drops the entries whose config is freed; whether any is left for `config`.
     pub fn still_held(&self, config: &Weak<Proxy>) -> bool {
-        let mut entries = self.lock();
-        entries.retain(|e| e.config.strong_count() > 0);
-        entries.iter().any(|e| e.config.ptr_eq(config))
+        self.pruned().iter().any(|e| e.config.ptr_eq(config))
     }
 
     /// The `draining` section of `/status`: one object per replaced config still held,
     /// oldest first (`upstreams`, `replaced_by_generation`, `for_ms`).
     pub fn status(&self) -> Value {
         let now = self.clock.now();
-        let mut entries = self.lock();
-        entries.retain(|e| e.config.strong_count() > 0);
         Value::Array(
-            entries
+            self.pruned()
                 .iter()
                 .map(|e| {
                     let held = now.saturating_sub(e.since).as_duration();
@@ -63,6 +59,13 @@ impl Draining {
                 })
                 .collect(),
         )
+    }
+
+    /// The entries, without those whose config is freed.
+    fn pruned(&self) -> std::sync::MutexGuard<'_, Vec<Entry>> {
+        let mut entries = self.lock();
+        entries.retain(|e| e.config.strong_count() > 0);
+        entries
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Entry>> {

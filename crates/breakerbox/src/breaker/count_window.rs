@@ -101,7 +101,7 @@ impl CountWindow {
         CountWindow {
             size,
             gate: u64::from(min_calls).clamp(1, size),
-            check_mask: AtomicU64::new(check_interval(size) - 1),
+            check_mask: AtomicU64::new(first_mask(size)),
             mode: AtomicU8::new(FILLING),
             lanes: Lanes::new(),
             log: Padded(Mutex::new(Log::new(generation))),
@@ -114,7 +114,7 @@ impl CountWindow {
         *log = Log::new(generation);
         self.mode.store(FILLING, Ordering::Release);
         self.check_mask
-            .store(check_interval(self.size) - 1, Ordering::Relaxed);
+            .store(first_mask(self.size), Ordering::Relaxed);
     }
 
     /// What the window holds for the closed phase `generation`.
@@ -183,7 +183,7 @@ impl CountWindow {
         if self.mode.load(Ordering::Relaxed) != mode {
             if mode == QUIET {
                 self.check_mask
-                    .store(check_interval(self.size) - 1, Ordering::Relaxed);
+                    .store(first_mask(self.size), Ordering::Relaxed);
             }
             self.mode.store(mode, Ordering::Release);
         }
@@ -266,6 +266,11 @@ fn check_interval(size: u64) -> u64 {
     }
 }
 
+/// The look mask a phase starts with: its first interval, minus one.
+fn first_mask(size: u64) -> u64 {
+    check_interval(size) - 1
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
@@ -277,22 +282,25 @@ mod tests {
     #[test]
     fn slides_over_the_last_size_outcomes() {
         let w = CountWindow::new(4, 1, 1);
-        for _ in 0..10 {
-            w.record(1, false, false);
-        }
+        successes(&w, 10);
         assert_eq!(w.counts(1).calls, 4);
         assert_eq!(w.counts(1).failures, 0);
         w.record(1, true, true);
         w.record(1, true, false);
         assert_eq!(triple(w.counts(1)), (4, 2, 1));
-        for _ in 0..2 {
-            w.record(1, false, false);
-        }
+        successes(&w, 2);
         assert_eq!(triple(w.counts(1)), (4, 2, 1));
         w.record(1, false, false);
         assert_eq!(triple(w.counts(1)), (4, 1, 0), "the slow failure slid out");
         w.record(1, false, false);
         assert_eq!(triple(w.counts(1)), (4, 0, 0));
+    }
+
+    /// Files `n` plain successes of generation 1.
+    fn successes(w: &CountWindow, n: u32) {
+        for _ in 0..n {
+            w.record(1, false, false);
+        }
     }
 
     fn mode(w: &CountWindow) -> u8 {
@@ -304,9 +312,7 @@ mod tests {
         // The gate is the size: the success that fills the window, filed under the lock,
         // leaves it quiet.
         let w = CountWindow::new(4, 4, 1);
-        for _ in 0..3 {
-            w.record(1, false, false);
-        }
+        successes(&w, 3);
         assert_eq!(mode(&w), FILLING);
         w.record(1, false, false);
         assert_eq!(mode(&w), QUIET, "full, and no event among the last 4");
@@ -317,9 +323,7 @@ mod tests {
         let c = w.record(1, true, false).expect("an event is evaluated");
         assert_eq!(triple(c), (4, 1, 0), "the quiet successes fill the window");
         assert_eq!(mode(&w), COUNTING, "the event ends the quiet");
-        for _ in 0..3 {
-            w.record(1, false, false);
-        }
+        successes(&w, 3);
         assert_eq!(
             triple(w.counts(1)),
             (4, 1, 0),
@@ -346,9 +350,7 @@ mod tests {
         w.record(1, true, false);
         assert_eq!(mode(&w), COUNTING);
         // The lane's 128th success looks: 130 outcomes, the failure 2nd of them, is out.
-        for _ in 0..127 {
-            w.record(1, false, false);
-        }
+        successes(&w, 127);
         assert_eq!(mode(&w), COUNTING, "the lane has not looked yet");
         w.record(1, false, false);
         assert_eq!(mode(&w), QUIET);
@@ -357,13 +359,9 @@ mod tests {
         // A failure now, and the lane's next look finds it within the window.
         let w = CountWindow::new(200, 1, 1);
         w.record(1, false, false);
-        for _ in 0..200 {
-            w.record(1, false, false);
-        }
+        successes(&w, 200);
         w.record(1, true, false);
-        for _ in 0..127 {
-            w.record(1, false, false);
-        }
+        successes(&w, 127);
         assert_eq!(mode(&w), COUNTING, "the failure is among the last 200");
         assert_eq!(
             w.check_mask.load(Ordering::Relaxed),
@@ -371,9 +369,7 @@ mod tests {
             "the interval doubled"
         );
         assert_eq!(triple(w.counts(1)), (200, 1, 0));
-        for _ in 0..72 {
-            w.record(1, false, false);
-        }
+        successes(&w, 72);
         assert_eq!(
             triple(w.counts(1)),
             (200, 1, 0),
@@ -383,9 +379,7 @@ mod tests {
         assert_eq!(triple(w.counts(1)), (200, 0, 0));
         // The look that found the failure doubled the interval: the next is at the lane's
         // 512th success (it has counted 400).
-        for _ in 0..111 {
-            w.record(1, false, false);
-        }
+        successes(&w, 111);
         assert_eq!(mode(&w), COUNTING, "no look since the one at 256");
         w.record(1, false, false);
         assert_eq!(mode(&w), QUIET, "the look at 512");
@@ -477,9 +471,7 @@ mod tests {
     #[test]
     fn a_lane_left_from_an_older_generation_counts_nothing_in_the_new_one() {
         let w = CountWindow::new(100, 1, 1);
-        for _ in 0..50 {
-            w.record(1, false, false);
-        }
+        successes(&w, 50);
         w.reset(2);
         // This thread's lane still holds 49 successes of generation 1.
         w.record(2, true, false);
@@ -492,9 +484,7 @@ mod tests {
     #[test]
     fn a_success_on_a_lane_of_an_older_phase_is_counted_in_the_new_one() {
         let w = std::sync::Arc::new(CountWindow::new(100, 1, 1));
-        for _ in 0..3 {
-            w.record(1, false, false);
-        }
+        successes(&w, 3);
         w.reset(2);
         // Another thread's failure opens the fast path of phase 2, while this thread's
         // lane is still keyed to phase 1.
