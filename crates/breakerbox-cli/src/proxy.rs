@@ -16,6 +16,7 @@ mod exposition;
 mod forward;
 mod grpc_reply;
 mod guard;
+mod h1;
 mod h2_server;
 mod headers;
 mod health;
@@ -31,6 +32,7 @@ mod target;
 mod tls;
 mod tunnel;
 mod upload;
+mod upstream_body;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

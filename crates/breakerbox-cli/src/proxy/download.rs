@@ -22,7 +22,6 @@ use breakerbox_http::{Exchange, HttpJudge, Judgement, TransportError};
 use bytes::Bytes;
 use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
-use hyper::body::Incoming;
 use tokio::time::Sleep;
 
 use super::body::BoxError;
@@ -32,6 +31,7 @@ use super::metrics::UpstreamError;
 use super::pool::Lent;
 use super::probe_watch::ProbeHold;
 use super::upload::UploadState;
+use super::upstream_body::UpstreamBody;
 use breakerbox::contract::{BreakerPermit, DynPermit};
 
 /// How a response body failed after its head.
@@ -279,7 +279,7 @@ impl Budget {
 /// An upstream response body, judged at its end.
 pub struct Download {
     read: VecDeque<Frame<Bytes>>,
-    rest: Incoming,
+    rest: UpstreamBody,
     /// The HTTP/1.1 connection (none for an HTTP/2 stream).
     lent: Option<Lent>,
     budget: Budget,
@@ -291,7 +291,7 @@ impl Download {
     /// `limit`, and came `elapsed` after admission (client waits included). Judged at once
     /// when the body is already complete.
     pub fn new(
-        rest: Incoming,
+        rest: UpstreamBody,
         lent: Option<Lent>,
         latency: Duration,
         elapsed: Duration,

@@ -9,13 +9,13 @@ use std::time::Duration;
 use breakerbox::{Clock, MonotonicClock, Nanos};
 use http::uri::Authority;
 use http::{Request, Response};
-use hyper::body::Incoming;
 use tokio::time::Sleep;
 
 use super::body::ProxyBody;
 use super::pool::{Lent, Pool, SendError};
 use super::pool_h2::H2Pool;
 use super::upload::{ClientFault, UploadState};
+use super::upstream_body::UpstreamBody;
 use breakerbox::contract::{BreakerPermit, DynPermit};
 
 /// How an exchange failed before a response head arrived.
@@ -34,7 +34,7 @@ pub enum Failed {
 /// A response head, the connection it came on, and the time charged to the upstream.
 pub struct Head {
     /// The response, its body still unread.
-    pub response: Response<Incoming>,
+    pub response: Response<UpstreamBody>,
     /// The HTTP/1.1 connection, to give back at the end of the body (`None` for a stream
     /// of a shared HTTP/2 connection).
     pub lent: Option<Lent>,
@@ -89,14 +89,11 @@ pub async fn send(
     let client_fault = || upload.and_then(UploadState::fault).map(Failed::Client);
     let sending = async {
         match h2.get(slot) {
-            None => pool
-                .send(slot, authority, request)
-                .await
-                .map(|(response, lent)| (response, Some(lent))),
+            None => pool.send(slot, authority, request).await,
             // Boxed: the HTTP/1.1 path's state stays as small as it was.
             Some(h2) => Box::pin(h2.send(authority, request))
                 .await
-                .map(|response| (response, None)),
+                .map(|response| (response.map(UpstreamBody::Hyper), None)),
         }
     };
     tokio::pin!(sending);

@@ -276,12 +276,11 @@ impl Worker {
             }
             Err(Failed::Upstream(error, latency)) => {
                 let mut exchange = exchange;
-                let (kind, transport) = match &error {
-                    SendError::Connect(_) => (UpstreamError::Connect, TransportError::Connect),
-                    SendError::Http(e) | SendError::Race(e) => {
-                        (UpstreamError::Other, TransportError::classify(e))
-                    }
+                let kind = match &error {
+                    SendError::Connect(_) => UpstreamError::Connect,
+                    _ => UpstreamError::Other,
                 };
+                let transport = error.transport();
                 let j = exchange.on_transport_error(transport, latency);
                 if let Some(ticket) = ticket {
                     ticket

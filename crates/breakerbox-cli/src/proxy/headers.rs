@@ -10,13 +10,14 @@ use http::Request;
 
 /// Headers that concern one connection only, never forwarded (`Connection` first). A
 /// static, not a const: a const array of names is built and dropped at every use.
-static HOP_BY_HOP: [HeaderName; 8] = [
+/// `Trailer` is not one (RFC 9110 §6.6.2: it announces end-to-end trailer fields, and
+/// hyper relays trailers to an HTTP/1.1 client only when they are announced).
+static HOP_BY_HOP: [HeaderName; 7] = [
     header::CONNECTION,
     HeaderName::from_static("keep-alive"),
     header::PROXY_AUTHENTICATE,
     header::PROXY_AUTHORIZATION,
     header::TE,
-    header::TRAILER,
     header::TRANSFER_ENCODING,
     header::UPGRADE,
 ];

@@ -1,7 +1,8 @@
 //! Keep-alive connections to upstreams, one pool per worker thread: a request takes an
 //! idle connection (or opens one), and the connection goes back when the response body
 //! has been read to its end. No task per request, no lock contention (the lock is only
-//! ever taken by its own thread).
+//! ever taken by its own thread). Requests without a body go through the inline client
+//! ([`super::h1`]), the others through hyper's; each keeps its own idle connections.
 
 use std::sync::{Arc, Mutex};
 
@@ -12,8 +13,10 @@ use hyper::body::Incoming;
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 
-use super::body::ProxyBody;
+use super::body::{BoxError, ProxyBody};
+use super::h1::{self, Conn, H1Error, InlineBody, UpstreamIo};
 use super::tls::UpstreamTls;
+use super::upstream_body::UpstreamBody;
 
 /// How many idle connections to keep per upstream and thread.
 const MAX_IDLE: usize = 1024;
@@ -25,28 +28,51 @@ pub enum SendError {
     Connect(std::io::Error),
     /// The exchange failed (reset, protocol error...).
     Http(hyper::Error),
+    /// The exchange failed on the inline client (reset, closed, invalid response...).
+    Inline(H1Error),
     /// The exchange failed on a reused connection, after the request was written, in a
     /// way that cannot be told from the upstream closing the idle connection at the same
     /// moment, and the request could not be retried (not idempotent, or its body is
     /// gone): not the upstream's fault as far as anyone can tell.
-    Race(hyper::Error),
+    Race(BoxError),
 }
 
 impl std::fmt::Display for SendError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             SendError::Connect(e) => write!(f, "connect: {e}"),
-            SendError::Http(e) | SendError::Race(e) => {
-                write!(f, "{e}")?;
-                let mut source = std::error::Error::source(e);
-                while let Some(s) = source {
-                    write!(f, ": {s}")?;
-                    source = s.source();
-                }
-                Ok(())
-            }
+            SendError::Http(e) => chain(f, e),
+            SendError::Inline(e) => chain(f, e),
+            SendError::Race(e) => chain(f, &**e),
         }
     }
+}
+
+impl SendError {
+    /// How the judge sees it.
+    pub fn transport(&self) -> breakerbox_http::TransportError {
+        use breakerbox_http::TransportError;
+        match self {
+            SendError::Connect(_) => TransportError::Connect,
+            SendError::Http(e) => TransportError::classify(e),
+            SendError::Inline(e) => e.transport(),
+            SendError::Race(e) => TransportError::classify(&**e),
+        }
+    }
+}
+
+/// `error` and its sources, `: ` between them.
+fn chain(
+    f: &mut std::fmt::Formatter<'_>,
+    error: &(dyn std::error::Error + 'static),
+) -> std::fmt::Result {
+    write!(f, "{error}")?;
+    let mut source = error.source();
+    while let Some(s) = source {
+        write!(f, ": {s}")?;
+        source = s.source();
+    }
+    Ok(())
 }
 
 /// Whether `request` may be sent again after it was written: an idempotent method and
@@ -77,6 +103,24 @@ pub struct Pool {
 struct Idle {
     id: u64,
     senders: Mutex<Vec<SendRequest<ProxyBody>>>,
+    /// The inline client's.
+    inline: Mutex<Vec<Conn>>,
+}
+
+/// Where an inline connection goes back at the end of its response body.
+pub struct Home {
+    idle: Arc<Idle>,
+}
+
+impl Home {
+    /// Keeps `conn` for the next request (up to the idle limit).
+    pub fn put(self, conn: Conn) {
+        if let Ok(mut idle) = self.idle.inline.lock() {
+            if idle.len() < MAX_IDLE {
+                idle.push(conn);
+            }
+        }
+    }
 }
 
 /// One upstream as a pool sees it: the identity of its connections (the same identity,
@@ -120,6 +164,7 @@ impl Pool {
                 None => Arc::new(Idle {
                     id,
                     senders: Mutex::new(Vec::new()),
+                    inline: Mutex::new(Vec::new()),
                 }),
             })
             .collect();
@@ -147,8 +192,88 @@ impl Pool {
     ///
     /// A request that fails on a reused connection is retried once on a fresh one when
     /// nothing of it was written (any method), or when it is idempotent with no body and
-    /// no response came back; a failure on a fresh connection is the upstream's.
+    /// no response came back; a failure on a fresh connection is the upstream's. The
+    /// connection comes back with hyper's client (the inline one's body gives it back).
     pub async fn send(
+        self: &Arc<Self>,
+        slot: usize,
+        authority: &Authority,
+        request: Request<ProxyBody>,
+    ) -> Result<(Response<UpstreamBody>, Option<Lent>), SendError> {
+        if h1::wants_inline(&request) {
+            return self.send_inline(slot, authority, request).await;
+        }
+        let (response, lent) = Box::pin(self.send_hyper(slot, authority, request)).await?;
+        Ok((response.map(UpstreamBody::Hyper), Some(lent)))
+    }
+
+    /// [`Pool::send`] for a body-less request, on the inline client.
+    async fn send_inline(
+        &self,
+        slot: usize,
+        authority: &Authority,
+        request: Request<ProxyBody>,
+    ) -> Result<(Response<UpstreamBody>, Option<Lent>), SendError> {
+        let head = h1::encode_head(&request);
+        let is_head = request.method() == http::Method::HEAD;
+        let idempotent = request.method().is_idempotent();
+        drop(request);
+        let idle = self.idle.get(slot).ok_or_else(no_slot)?;
+        if let Some(conn) = self.take_inline(idle) {
+            match h1::exchange(conn, &head, is_head).await {
+                Ok((response, framing, conn)) => {
+                    let home = Home { idle: idle.clone() };
+                    let body = UpstreamBody::Inline(InlineBody::new(conn, framing, home));
+                    return Ok((response.map(|()| body), None));
+                }
+                // Nothing written, or nothing answered to a request that may go twice:
+                // once more on a fresh connection.
+                Err(failed) if !failed.wrote || (idempotent && !failed.answered) => {}
+                // Written and unanswered, not to be sent twice: maybe the upstream
+                // closed the idle connection as it went; not judged.
+                Err(failed) if !failed.answered => {
+                    return Err(SendError::Race(Box::new(failed.error)));
+                }
+                Err(failed) => return Err(SendError::Inline(failed.error)),
+            }
+        }
+        let conn = self.connect_inline(slot, authority).await?;
+        match h1::exchange(conn, &head, is_head).await {
+            Ok((response, framing, conn)) => {
+                let home = Home { idle: idle.clone() };
+                let body = UpstreamBody::Inline(InlineBody::new(conn, framing, home));
+                Ok((response.map(|()| body), None))
+            }
+            Err(failed) => Err(SendError::Inline(failed.error)),
+        }
+    }
+
+    /// An idle inline connection that still looks usable, if any.
+    fn take_inline(&self, idle: &Idle) -> Option<Conn> {
+        let mut conns = idle.inline.lock().ok()?;
+        while let Some(mut conn) = conns.pop() {
+            if conn.idle_usable() {
+                return Some(conn);
+            }
+        }
+        None
+    }
+
+    /// A new inline connection to upstream `slot`.
+    async fn connect_inline(&self, slot: usize, authority: &Authority) -> Result<Conn, SendError> {
+        let tls = self.tls.get(slot).and_then(Option::as_ref);
+        let stream = tcp_connect(authority, tls.is_some()).await?;
+        let io = match tls {
+            None => UpstreamIo::Plain(stream),
+            Some(tls) => UpstreamIo::Tls(Box::new(
+                tls.connect(stream).await.map_err(SendError::Connect)?,
+            )),
+        };
+        Ok(Conn::new(io))
+    }
+
+    /// [`Pool::send`] on hyper's client.
+    async fn send_hyper(
         self: &Arc<Self>,
         slot: usize,
         authority: &Authority,
@@ -172,7 +297,7 @@ impl Pool {
                 match retry {
                     Some(request) => Box::pin(self.send_fresh(slot, authority, request)).await,
                     None if failed.error().is_parse() => Err(SendError::Http(failed.into_error())),
-                    None => Err(SendError::Race(failed.into_error())),
+                    None => Err(SendError::Race(Box::new(failed.into_error()))),
                 }
             }
         }
@@ -259,4 +384,11 @@ where
         let _ = connection.with_upgrades().await;
     });
     Ok(sender)
+}
+
+/// A slot the pool does not have (never, for a request routed by the same config).
+fn no_slot() -> SendError {
+    SendError::Connect(std::io::Error::other(
+        "no such upstream in this worker's pool",
+    ))
 }

@@ -122,7 +122,7 @@ impl H2Upstream {
             Some(request) => request,
             None if refused => match replay {
                 Some(request) => request,
-                None => return Err(SendError::Race(failed.into_error())),
+                None => return Err(SendError::Race(Box::new(failed.into_error()))),
             },
             None => return Err(SendError::Http(failed.into_error())),
         };

@@ -17,6 +17,7 @@ use super::super::config::HealthConfig;
 use super::super::config::Protocol;
 use super::super::pool::{Lent, Pool, SendError};
 use super::super::pool_h2::H2Upstream;
+use super::super::upstream_body::UpstreamBody;
 
 /// The checker's own connection to its upstream, in the protocol the upstream speaks.
 pub enum Connection {
@@ -39,13 +40,16 @@ impl Connection {
         &self,
         authority: &Authority,
         request: Request<ProxyBody>,
-    ) -> Result<(hyper::Response<hyper::body::Incoming>, Option<Lent>), SendError> {
+    ) -> Result<(hyper::Response<UpstreamBody>, Option<Lent>), SendError> {
         match self {
-            Connection::Http1(pool) => {
-                let (response, lent) = pool.send(0, authority, request).await?;
-                Ok((response, Some(lent)))
-            }
-            Connection::Http2(upstream) => Ok((upstream.send(authority, request).await?, None)),
+            Connection::Http1(pool) => pool.send(0, authority, request).await,
+            Connection::Http2(upstream) => Ok((
+                upstream
+                    .send(authority, request)
+                    .await?
+                    .map(UpstreamBody::Hyper),
+                None,
+            )),
         }
     }
 }
@@ -122,11 +126,7 @@ async fn exchange_once(
     let (response, lent) = match pool.send(authority, request).await {
         Ok(sent) => sent,
         Err(error) => {
-            let transport = match &error {
-                SendError::Connect(_) => TransportError::Connect,
-                SendError::Http(e) | SendError::Race(e) => TransportError::classify(e),
-            };
-            return exchange.on_transport_error(transport, elapsed());
+            return exchange.on_transport_error(error.transport(), elapsed());
         }
     };
     *status = Some(response.status().as_u16());
@@ -146,7 +146,7 @@ async fn exchange_once(
             Ok(frame) => frame,
             Err(e) => {
                 // A broken body fails the check whatever its head said.
-                return exchange.on_body_error(TransportError::classify(&e));
+                return exchange.on_body_error(TransportError::classify(&*e));
             }
         };
         match frame.into_data() {
