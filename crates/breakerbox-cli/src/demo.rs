@@ -14,6 +14,7 @@ mod traffic;
 mod upstream;
 mod view;
 
+use crate::tokio_clock::TokioClock;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -26,7 +27,6 @@ use breakerbox_redis::RedisBreaker;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use tokio::task::JoinSet;
-use tokio::time::Instant;
 
 use crate::spec::DependencySpec;
 use breakerbox::contract::{Breaker, DynBreaker};
@@ -167,7 +167,7 @@ fn describe(config: &Config) -> String {
 
 fn change_from(node: usize, transition: &breakerbox::model::Transition) -> Change {
     Change {
-        at: Instant::now(),
+        at: TokioClock.instant(),
         node,
         to: transition.to,
         reason: transition.reason,
@@ -289,7 +289,7 @@ async fn demo(args: DemoArgs, config: Config, judge: HttpJudge) -> anyhow::Resul
             .clear();
     }
 
-    let start = Instant::now();
+    let start = TokioClock.instant();
     let mut upstream = Upstream::start(groups.len(), start, total)
         .await
         .context("cannot start the demo upstream on 127.0.0.1")?;
@@ -353,12 +353,12 @@ async fn demo(args: DemoArgs, config: Config, judge: HttpJudge) -> anyhow::Resul
         }
         // The row is labelled with the stage in the middle of its second.
         let row_start = Duration::from_secs(second);
-        let row_end = (Instant::now() - start).max(row_start);
+        let row_end = (TokioClock.instant() - start).max(row_start);
         let stage = Stage::at((row_start + row_end) / 2, total);
         let counts: Vec<_> = groups.iter().map(|g| g.take_second()).collect();
         second += 1;
         view.row(second, stage, &groups, &counts);
-        if interrupted || Instant::now() >= end {
+        if interrupted || TokioClock.instant() >= end {
             break;
         }
     }

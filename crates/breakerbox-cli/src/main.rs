@@ -8,6 +8,7 @@ mod proxy;
 mod redact;
 mod replay;
 mod spec;
+mod tokio_clock;
 
 use clap::{Parser, Subcommand};
 
