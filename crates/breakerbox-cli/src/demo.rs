@@ -14,7 +14,7 @@ mod traffic;
 mod upstream;
 mod view;
 
-use crate::tokio_clock::TokioClock;
+use breakerbox::TokioClock;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -167,7 +167,7 @@ fn describe(config: &Config) -> String {
 
 fn change_from(node: usize, transition: &breakerbox::model::Transition) -> Change {
     Change {
-        at: TokioClock.instant(),
+        at: TokioClock::new().instant(),
         node,
         to: transition.to,
         reason: transition.reason,
@@ -289,7 +289,7 @@ async fn demo(args: DemoArgs, config: Config, judge: HttpJudge) -> anyhow::Resul
             .clear();
     }
 
-    let start = TokioClock.instant();
+    let start = TokioClock::new().instant();
     let mut upstream = Upstream::start(groups.len(), start, total)
         .await
         .context("cannot start the demo upstream on 127.0.0.1")?;
@@ -353,12 +353,12 @@ async fn demo(args: DemoArgs, config: Config, judge: HttpJudge) -> anyhow::Resul
         }
         // The row is labelled with the stage in the middle of its second.
         let row_start = Duration::from_secs(second);
-        let row_end = (TokioClock.instant() - start).max(row_start);
+        let row_end = (TokioClock::new().instant() - start).max(row_start);
         let stage = Stage::at((row_start + row_end) / 2, total);
         let counts: Vec<_> = groups.iter().map(|g| g.take_second()).collect();
         second += 1;
         view.row(second, stage, &groups, &counts);
-        if interrupted || TokioClock.instant() >= end {
+        if interrupted || TokioClock::new().instant() >= end {
             break;
         }
     }

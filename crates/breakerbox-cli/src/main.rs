@@ -8,7 +8,6 @@ mod proxy;
 mod redact;
 mod replay;
 mod spec;
-mod tokio_clock;
 
 use clap::{Parser, Subcommand};
 

@@ -6,7 +6,7 @@
 //! locally; the fleet keeps serving). Uses `--redis URL` if given, else starts a
 //! `redis-server` of its own on a free loopback port.
 
-use crate::tokio_clock::TokioClock;
+use breakerbox::TokioClock;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -256,7 +256,7 @@ async fn round(
     let changes = Arc::new(Mutex::new(Vec::new()));
     let bad = Arc::new(Group::new("bad node", 0, true, breakers, changes.clone()));
     let good = Arc::new(Group::new("healthy nodes", 1, true, rest, changes));
-    let start = TokioClock.instant();
+    let start = TokioClock::new().instant();
     let end = start + round_len;
     let calls = Arc::new(Mutex::new(JoinSet::new()));
     let mut drivers = JoinSet::new();

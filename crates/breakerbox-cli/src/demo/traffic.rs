@@ -1,7 +1,7 @@
 //! Caller groups: each group has nodes (each with its breaker, or none) that send the same
 //! steady traffic to the upstream; every call's fate is counted.
 
-use crate::tokio_clock::TokioClock;
+use breakerbox::TokioClock;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -239,7 +239,7 @@ impl Callers {
     }
 
     async fn call(&self, group: &Group, node: usize) {
-        let started = TokioClock.instant();
+        let started = TokioClock::new().instant();
         let Some(breaker) = group.nodes.get(node) else {
             return;
         };
@@ -263,7 +263,7 @@ impl Callers {
             c.sent += 1;
             c.probes += u64::from(probe);
         });
-        let sent = TokioClock.instant();
+        let sent = TokioClock::new().instant();
         let request = Request::get(self.uri.clone())
             .header(GROUP_HEADER, group.index)
             .body(Empty::<Bytes>::new());

@@ -258,7 +258,7 @@ mod tests {
     async fn a_request_waits_at_most_the_pending_timeout() {
         let limit = limit(1, 4, 250);
         let _held = limit.admit().await.unwrap();
-        let started = crate::tokio_clock::TokioClock.instant();
+        let started = breakerbox::TokioClock::new().instant();
         assert_eq!(limit.admit().await.unwrap_err(), Overloaded::Waited);
         assert_eq!(started.elapsed(), Duration::from_millis(250));
         assert_eq!(limit.pending(), 0, "the queue place is given back");

@@ -9,7 +9,7 @@
 //! whose status comes in them is judged by it ([`Exchange::on_trailers`]); one that ends
 //! without them is `grpc-status missing`, one cut before them a failure as any cut body.
 
-use crate::tokio_clock::TokioClock;
+use breakerbox::TokioClock;
 use std::borrow::Borrow;
 use std::collections::VecDeque;
 use std::future::Future as _;
@@ -250,7 +250,7 @@ impl Budget {
             let now = self.clock.now();
             self.waiting_since = Some(now);
             let left = self.limit.saturating_sub(self.charged(now));
-            let at = TokioClock.deadline_in(left);
+            let at = TokioClock::new().deadline_in(left);
             match &mut self.timer {
                 Some(timer) => timer.as_mut().reset(at),
                 None => self.timer = Some(Box::pin(tokio::time::sleep_until(at))),

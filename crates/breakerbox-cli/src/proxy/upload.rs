@@ -3,7 +3,7 @@
 //! spent waiting on the client, so that time is never charged to the upstream, and it
 //! records what the client did wrong, so that fault is never judged against the upstream.
 
-use crate::tokio_clock::TokioClock;
+use breakerbox::TokioClock;
 use std::future::Future as _;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
@@ -252,7 +252,9 @@ impl Body for Upload {
                     this.state.begin_wait(this.clock.now());
                     match &mut this.timer {
                         // Scheduling only, on tokio's clock.
-                        Some(timer) => timer.as_mut().reset(TokioClock.deadline_in(this.idle)),
+                        Some(timer) => timer
+                            .as_mut()
+                            .reset(TokioClock::new().deadline_in(this.idle)),
                         None => this.timer = Some(Box::pin(tokio::time::sleep(this.idle))),
                     }
                 }

@@ -64,6 +64,34 @@ impl TokioClock {
     pub fn elapsed(&self) -> Duration {
         Instant::now().saturating_duration_since(self.start)
     }
+
+    /// Now, as tokio's timers count it: for a `sleep_until` or an interval that must
+    /// agree with this clock's readings.
+    pub fn instant(&self) -> Instant {
+        Instant::now()
+    }
+
+    /// The instant `after` from now, for a tokio sleep or a timer's reset; a deadline
+    /// past what an instant can hold is a year from now instead of a panic.
+    ///
+    /// ```
+    /// use breakerbox::TokioClock;
+    /// use std::time::Duration;
+    ///
+    /// #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// async fn main() {
+    ///     let clock = TokioClock::new();
+    ///     let at = clock.deadline_in(Duration::from_millis(250));
+    ///     tokio::time::sleep_until(at).await;
+    ///     assert_eq!(clock.elapsed(), Duration::from_millis(250));
+    ///     assert!(clock.deadline_in(Duration::MAX) > clock.instant());
+    /// }
+    /// ```
+    pub fn deadline_in(&self, after: Duration) -> Instant {
+        let now = Instant::now();
+        now.checked_add(after)
+            .unwrap_or_else(|| now + Duration::from_secs(365 * 24 * 3600))
+    }
 }
 
 impl Default for TokioClock {
