@@ -14,7 +14,7 @@ use std::time::Duration;
 use breakerbox::contract::{Breaker, LocalAdmission};
 use breakerbox::{CircuitBreaker, Phase};
 use breakerbox_admin::{AdminService, Listed, TransitionLog};
-use cdp::{card, headless, Browser};
+use cdp::{card, headless, section, Browser};
 use serde_json::json;
 use support::{eventually, temp_dir, Served};
 
@@ -39,6 +39,16 @@ fn the_dashboard_under_a_prefix_shows_every_breaker_with_its_live_phase() {
             .transitions(log)
             .prefix("/admin")
             .title("checkout service")
+            // What the server around the breakers adds to its status: each key its own
+            // table, whatever its shape.
+            .status_section("build", || json!({"version": "1.2.3", "started_ms": 1500}))
+            .status_section("notes", || {
+                json!([
+                    {"text": "<b>bold</b> & more", "tags": ["a", "b"]},
+                    {"text": "second", "extra": 7},
+                ])
+            })
+            .status_section("nothing_yet", || json!([]))
             .build()
             .unwrap(),
     );
@@ -80,6 +90,44 @@ fn the_dashboard_under_a_prefix_shows_every_breaker_with_its_live_phase() {
     assert!(
         dom.contains("consecutive_failures</td>"),
         "the transitions table: {dom}"
+    );
+    // The added status keys, after the page's own (the document's keys come sorted).
+    let build = section(&dom, "build");
+    assert!(build.contains("<h3>build</h3>"), "build section: {build}");
+    assert!(
+        build.contains("<th>started</th><th>version</th>"),
+        "one column per key, `_ms` dropped from the heading: {build}"
+    );
+    assert!(
+        build.contains("<td>1.5 s</td><td>1.2.3</td>"),
+        "a `_ms` number is shown as a duration: {build}"
+    );
+    let notes = section(&dom, "notes");
+    assert!(
+        notes.contains("<th>tags</th><th>text</th><th>extra</th>"),
+        "the union of the rows' keys: {notes}"
+    );
+    assert!(
+        notes.contains("<td>a, b</td><td>&lt;b&gt;bold&lt;/b&gt; &amp; more</td><td>–</td>"),
+        "values escaped, lists joined, a missing key shown as a dash: {notes}"
+    );
+    assert!(
+        notes.contains("<td>–</td><td>second</td><td>7</td>"),
+        "the second row: {notes}"
+    );
+    assert!(
+        !notes.contains("<b>bold"),
+        "markup from a section is never rendered: {notes}"
+    );
+    let nothing = section(&dom, "nothing_yet");
+    assert!(nothing.contains("<h3>nothing yet</h3>"), "{nothing}");
+    assert!(
+        nothing.contains("<td class=\"empty\">none</td>"),
+        "an empty list says so: {nothing}"
+    );
+    assert!(
+        dom.find("Recent transitions") < dom.find("data-section=\"build\""),
+        "the added sections come after the page's own"
     );
 
     let shot = dir.join("dashboard.png");

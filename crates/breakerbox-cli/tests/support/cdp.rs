@@ -59,6 +59,20 @@ pub fn card<'a>(dom: &'a str, name: &str) -> &'a str {
     &rest[..end]
 }
 
+/// The rendered section of the status key `key` in a dumped DOM: from its opening tag to
+/// its closing `</section>`.
+#[allow(dead_code)] // not every test binary that includes this module reads sections
+pub fn section<'a>(dom: &'a str, key: &str) -> &'a str {
+    let start = dom
+        .find(&format!("data-section=\"{key}\""))
+        .unwrap_or_else(|| panic!("no section for {key} in the rendered page:\n{dom}"));
+    let rest = &dom[start..];
+    let end = rest
+        .find("</section>")
+        .map_or(rest.len(), |i| i + "</section>".len());
+    &rest[..end]
+}
+
 /// A headless Chromium with one page, killed on drop.
 pub struct Browser {
     child: Child,
