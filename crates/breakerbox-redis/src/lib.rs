@@ -63,6 +63,7 @@
 
 mod batch;
 mod breaker;
+mod digests;
 mod events;
 #[cfg(feature = "metrics")]
 mod metrics;

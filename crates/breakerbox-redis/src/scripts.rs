@@ -4,11 +4,9 @@
 //! on a cluster, loaded on the primary of the key's slot, and sent whole with `EVAL` when
 //! the key is on a node importing the slot).
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
-
 use redis::{ErrorKind, RedisError, ServerErrorKind, Value};
 
+use crate::digests::Digests;
 use crate::target::RedisConnection;
 
 macro_rules! script {
@@ -169,62 +167,25 @@ pub(crate) mod from_dir {
 /// The SHA1 digests Redis gave each script, loaded lazily and again after `NOSCRIPT`.
 #[derive(Debug, Default)]
 pub(crate) struct Scripts {
-    shas: Mutex<[Option<String>; 5]>,
-    /// One load of each script at a time, and how many were made: the calls that find
-    /// no digest (or a `NOSCRIPT`) wait for the load under way instead of each sending
-    /// the whole source. Thousands of breakers made at once sent one `SCRIPT LOAD` per
-    /// read in flight, and the first reads timed out behind them.
-    loading: [tokio::sync::Mutex<()>; 5],
-    loads: [AtomicU64; 5],
+    digests: Digests<5>,
 }
 
 impl Scripts {
-    fn sha(&self, kind: ScriptKind) -> Option<String> {
-        self.shas
-            .lock()
-            .ok()
-            .and_then(|shas| shas[kind.index()].clone())
-    }
-
-    fn set_sha(&self, kind: ScriptKind, sha: Option<String>) {
-        if let Ok(mut shas) = self.shas.lock() {
-            shas[kind.index()] = sha;
-        }
-    }
-
     /// Forgets every digest (they are reloaded on next use).
     pub(crate) fn forget(&self) {
-        for kind in ScriptKind::ALL {
-            self.set_sha(kind, None);
-        }
+        self.digests.forget();
     }
 
-    /// How many loads of `kind` were made so far.
-    fn loads(&self, kind: ScriptKind) -> u64 {
-        self.loads[kind.index()].load(Ordering::Acquire)
-    }
-
-    /// Loads the script on the server that holds `key` (on a cluster, the primary of its
-    /// slot: scripts run where their key lives, and a promoted replica has none loaded),
-    /// unless a load made since the caller saw `seen` loads already gave a digest: then
-    /// that one. One load of a script at a time.
     async fn load(
         &self,
-        conn: &mut RedisConnection,
+        conn: &RedisConnection,
         kind: ScriptKind,
         key: &str,
         seen: u64,
     ) -> Result<String, RedisError> {
-        let _one = self.loading[kind.index()].lock().await;
-        if self.loads(kind) != seen {
-            if let Some(sha) = self.sha(kind) {
-                return Ok(sha);
-            }
-        }
-        let sha = conn.load_script(kind.source(), key).await?;
-        self.set_sha(kind, Some(sha.clone()));
-        self.loads[kind.index()].fetch_add(1, Ordering::AcqRel);
-        Ok(sha)
+        self.digests
+            .load(conn, kind.index(), kind.source(), key, seen)
+            .await
     }
 
     /// `EVALSHA` the script with one key and `args`; on `NOSCRIPT`, load it and retry once.
@@ -235,8 +196,8 @@ impl Scripts {
         key: &str,
         args: &[String],
     ) -> Result<Value, RedisError> {
-        let seen = self.loads(kind);
-        let sha = match self.sha(kind) {
+        let seen = self.digests.loads(kind.index());
+        let sha = match self.digests.sha(kind.index()) {
             Some(sha) => sha,
             None => self.load(conn, kind, key, seen).await?,
         };

@@ -107,6 +107,47 @@ async fn scripts_are_reloaded_after_script_flush() {
     assert!(server.command_calls("script|load") >= before + 2);
 }
 
+/// A caller that gives up on a script's load (its timeout ran out while Redis was
+/// stalled) does not waste the load: Redis answers it once it runs again, and the next
+/// caller takes that digest instead of sending the whole source a second time. Before,
+/// the load went with the caller and every caller that timed out meanwhile left one
+/// more `SCRIPT LOAD` for the server to run when it came back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_load_whose_caller_timed_out_is_not_sent_again() {
+    let server = RedisServer::start();
+    let client = redis::Client::open(server.url()).unwrap();
+    let options = StoreOptions {
+        ttl: Duration::from_secs(60),
+        timeout: Duration::from_millis(100),
+        ..StoreOptions::default()
+    };
+    let store = RedisStore::new(client, "stalled-load", &config(), &options);
+    // Connected, with one script loaded.
+    store.acquire(Some(1_000), 0.0).await.unwrap();
+    let before = server.command_calls("script|load");
+    server.pause();
+    for _ in 0..3 {
+        let stalled = store.record(&[failure(0)], Some(2_000), 0.0).await;
+        assert!(
+            matches!(stalled, Err(StoreError::Timeout(_))),
+            "a stalled redis times out: {stalled:?}"
+        );
+    }
+    server.resume();
+    let reply = store
+        .record(&[failure(0)], Some(3_000), 0.0)
+        .await
+        .unwrap()
+        .reply;
+    assert_eq!(reply.decision, ReplyDecision::Batch(vec![true]));
+    store.record(&[failure(0)], Some(4_000), 0.0).await.unwrap();
+    assert_eq!(
+        server.command_calls("script|load") - before,
+        1,
+        "record.lua loaded once across three timed-out callers"
+    );
+}
+
 #[tokio::test]
 async fn a_foreign_string_under_the_key_is_reported_and_repaired() {
     let server = RedisServer::start();

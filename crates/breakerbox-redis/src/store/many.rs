@@ -2,11 +2,10 @@
 //! one script call, so a node's periodic flushes and reads of thousands of breakers cost
 //! a few calls, not thousands.
 
-use std::sync::Mutex;
-
 use redis::{ErrorKind, RedisError, ServerErrorKind, Value};
 
 use super::{Link, StoreError};
+use crate::digests::Digests;
 use crate::target::Topology;
 use crate::wire::{parse_reply, ParseError, Reply};
 
@@ -70,26 +69,12 @@ impl ManyKind {
 /// The digests Redis gave the scripts.
 #[derive(Debug, Default)]
 pub(crate) struct Many {
-    sha: Mutex<[Option<String>; 2]>,
-    /// One load of each at a time (see `Scripts`).
-    loading: [tokio::sync::Mutex<()>; 2],
+    digests: Digests<2>,
 }
 
 impl Many {
     pub(crate) fn forget(&self) {
-        if let Ok(mut sha) = self.sha.lock() {
-            *sha = [None, None];
-        }
-    }
-
-    fn sha(&self, kind: ManyKind) -> Option<String> {
-        self.sha.lock().ok().and_then(|s| s[kind.index()].clone())
-    }
-
-    fn set(&self, kind: ManyKind, sha: String) {
-        if let Ok(mut slot) = self.sha.lock() {
-            slot[kind.index()] = Some(sha);
-        }
+        self.digests.forget();
     }
 }
 
@@ -142,10 +127,11 @@ impl Link {
             args.extend(part.args.iter().cloned());
         }
         let call = async {
-            let mut conn = self.connection().await.map_err(|e| self.failed(e))?;
-            let sha = match self.many.sha(kind) {
+            let conn = self.connection().await.map_err(|e| self.failed(e))?;
+            let seen = self.many.digests.loads(kind.index());
+            let sha = match self.many.digests.sha(kind.index()) {
                 Some(sha) => sha,
-                None => self.load(&mut conn, kind, false).await?,
+                None => self.load(&conn, kind, seen).await?,
             };
             let run = |sha: String, mut conn: crate::target::RedisConnection| {
                 let (keys, args) = (&keys, &args);
@@ -161,7 +147,7 @@ impl Link {
             };
             match run(sha, conn.clone()).await {
                 Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                    let sha = self.load(&mut conn, kind, true).await?;
+                    let sha = self.load(&conn, kind, seen).await?;
                     run(sha, conn).await.map_err(|e| self.failed(e))
                 }
                 other => other.map_err(|e| self.failed(e)),
@@ -199,26 +185,18 @@ impl Link {
             .collect())
     }
 
-    /// Loads `kind`'s script, one load at a time: a caller that found no digest takes
-    /// one loaded meanwhile; one that met `NOSCRIPT` (`noscript`) loads again.
+    /// Loads `kind`'s script, one load at a time (see [`Digests::load`]).
     async fn load(
         &self,
-        conn: &mut crate::target::RedisConnection,
+        conn: &crate::target::RedisConnection,
         kind: ManyKind,
-        noscript: bool,
+        seen: u64,
     ) -> Result<String, StoreError> {
-        let _one = self.many.loading[kind.index()].lock().await;
-        if !noscript {
-            if let Some(sha) = self.many.sha(kind) {
-                return Ok(sha);
-            }
-        }
-        let sha = conn
-            .load_script(kind.source(), "")
+        self.many
+            .digests
+            .load(conn, kind.index(), kind.source(), "", seen)
             .await
-            .map_err(|e| self.failed(e))?;
-        self.many.set(kind, sha.clone());
-        Ok(sha)
+            .map_err(|e| self.failed(e))
     }
 
     /// As a store's: a dropped or demoted connection is made again on the next call.
