@@ -8,8 +8,8 @@ mod cdp;
 #[path = "support/proxy_harness.rs"]
 mod harness;
 
-use cdp::{card, headless as chromium};
-use harness::{admin_post, get, listeners, temp_dir, ProxyProcess, Upstream};
+use cdp::{card, headless as chromium, section};
+use harness::{admin_post, eventually, get, listeners, temp_dir, write, ProxyProcess, Upstream};
 
 #[test]
 fn the_dashboard_shows_every_breaker_with_its_live_phase_and_a_screenshot_is_written() {
@@ -170,5 +170,75 @@ fn the_dashboard_shows_an_upstreams_health_check_and_its_last_answer() {
     assert!(
         !card(&dom, "search").contains("class=\"health\">GET"),
         "no check, no row"
+    );
+}
+
+/// After a reload removed an upstream that still has a request in flight, the dashboard
+/// shows it draining (which upstreams, the config generation that replaced them); once
+/// the request ends, the section says none are left.
+#[test]
+fn the_dashboard_shows_the_upstreams_a_reload_left_draining() {
+    let fast = Upstream::start();
+    let slow = Upstream::start();
+    slow.answer(200, "slow done");
+    slow.delay(std::time::Duration::from_secs(4));
+    let route = |name: &str, up: &Upstream| {
+        format!(
+            "[[upstream]]\nname = \"{name}\"\nroute = \"/{name}/\"\nurl = \"{}\"\n",
+            up.url()
+        )
+    };
+    let dir = temp_dir("dashboard-draining");
+    let proxy = ProxyProcess::start(
+        &dir,
+        &format!(
+            "{}\n{}{}",
+            listeners(),
+            route("fast", &fast),
+            route("slow", &slow)
+        ),
+    );
+    let addr = proxy.addr;
+    let in_flight = std::thread::spawn(move || get(addr, "/slow/x"));
+    assert!(
+        eventually(std::time::Duration::from_secs(5), || slow.heads() == 1),
+        "the slow request never reached its upstream"
+    );
+    write(
+        &dir,
+        "proxy.toml",
+        &format!("{}\n{}", listeners(), route("fast", &fast)),
+    );
+    let reload = admin_post(proxy.admin, "/reload", &[]);
+    assert_eq!(reload.status, 200, "{reload:?}");
+
+    let url = format!("http://{}/", proxy.admin);
+    let out = chromium(&dir.join("profile-draining"), &["--dump-dom", &url]);
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let draining = section(&dom, "draining");
+    assert!(
+        draining.contains("<th>for</th><th>replaced by generation</th><th>upstreams</th>"),
+        "draining section: {draining}"
+    );
+    assert!(
+        draining.contains("<td>1</td><td>slow</td>"),
+        "the slow upstream drains, replaced by generation 1: {draining}"
+    );
+
+    let finished = in_flight.join().unwrap();
+    assert_eq!(finished.status, 200, "{finished:?}");
+    assert!(
+        eventually(std::time::Duration::from_secs(5), || proxy.status()
+            ["draining"]
+            == serde_json::json!([])),
+        "{}",
+        proxy.status()
+    );
+    let out = chromium(&dir.join("profile-drained"), &["--dump-dom", &url]);
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let draining = section(&dom, "draining");
+    assert!(
+        draining.contains("<td class=\"empty\">none</td>") && !draining.contains("slow"),
+        "nothing left draining: {draining}"
     );
 }
