@@ -167,7 +167,7 @@ pub(crate) mod from_dir {
 /// The SHA1 digests Redis gave each script, loaded lazily and again after `NOSCRIPT`.
 #[derive(Debug, Default)]
 pub(crate) struct Scripts {
-    digests: Digests<5>,
+    digests: Digests<{ ScriptKind::ALL.len() }>,
 }
 
 impl Scripts {
