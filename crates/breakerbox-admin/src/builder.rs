@@ -178,6 +178,10 @@ impl AdminServiceBuilder {
     /// letters, digits and `_`, other than the document's own keys (`uptime_ms`,
     /// `breakers`, `transitions`) and than an earlier section's.
     ///
+    /// The dashboard shows each section as a table after the transitions: one row per
+    /// object of a list (one row for an object), one column per key, `_ms` numbers as
+    /// durations, and `none` for an empty list.
+    ///
     /// ```
     /// use breakerbox_admin::AdminService;
     /// let admin = AdminService::builder()

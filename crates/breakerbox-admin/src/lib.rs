@@ -18,7 +18,7 @@
 //!
 //! | route | what |
 //! |---|---|
-//! | `GET /`, `/dashboard` | the dashboard: one card per breaker, refreshed every second from `status`, with trip, disable and reset buttons; no external assets |
+//! | `GET /`, `/dashboard` | the dashboard: one card per breaker, refreshed every second from `status`, with trip, disable and reset buttons, the recent transitions, and a table for each key added with `status_section`; no external assets |
 //! | `GET /status` | JSON: `breakers` (by name: `phase`, `generation`, `window`, rates, `consecutive_failures`, `retry_after_ms`, probes, `trips`, `stale_results`, `shadow` and `shadow_rejections` (rule 20), `local_open_ms` (rule 21: the time left of this node's local open phase, or null), `override_left_ms` (the time left of a timed forced open or disable, else null), `ramp` (rule 23: the fraction admitted while ramping up after a recovery, else null), `config` with the keys of a config file, then the source's details), `transitions` (from a [`TransitionLog`]), `uptime_ms` |
 //! | `GET /metrics` | `text/plain; version=0.0.4`: your renderer's text ([`AdminServiceBuilder::metrics`]), or the gauge `breakerbox_state` of every breaker |
 //! | `POST /breakers/{name}/trip` | force open, until reset or `for` a duration |
