@@ -12,13 +12,13 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use futures_util::future::{BoxFuture, FutureExt, Shared};
 use redis::{ErrorKind, RedisError};
 
+use crate::shared_task::{spawn_shared, SharedTask};
 use crate::target::RedisConnection;
 
 /// A `SCRIPT LOAD` that any number of callers can await.
-type Loading = Shared<BoxFuture<'static, Result<String, RedisError>>>;
+type Loading = SharedTask<String>;
 
 /// One script's digest and the load under way (or ended and not yet taken).
 #[derive(Default)]
@@ -97,17 +97,10 @@ impl<const N: usize> Digests<N> {
                 _ => {
                     let mut conn = conn.clone();
                     let key = key.to_string();
-                    let task = tokio::spawn(async move { conn.load_script(source, &key).await });
-                    let loading = async move {
-                        task.await.unwrap_or_else(|_| {
-                            Err(RedisError::from((
-                                ErrorKind::Io,
-                                "the script's load ended without a digest",
-                            )))
-                        })
-                    }
-                    .boxed()
-                    .shared();
+                    let loading = spawn_shared(
+                        async move { conn.load_script(source, &key).await },
+                        "the script's load ended without a digest",
+                    );
                     if let Some(loads) = self.loads.get(index) {
                         loads.fetch_add(1, Ordering::AcqRel);
                     }

@@ -71,6 +71,7 @@ mod node;
 mod options;
 mod pubsub;
 mod scripts;
+mod shared_task;
 mod store;
 mod target;
 mod wire;

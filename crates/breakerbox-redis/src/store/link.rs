@@ -6,11 +6,11 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use futures_util::future::{BoxFuture, FutureExt, Shared};
-use redis::{ErrorKind, RedisError};
+use redis::RedisError;
 
 use super::many::Many;
 use crate::scripts::Scripts;
+use crate::shared_task::{spawn_shared, SharedTask};
 use crate::target::{RedisConnection, RedisTarget};
 
 /// One multiplexed connection to Redis and the digests of the loaded scripts, shared by
@@ -32,7 +32,7 @@ pub(crate) struct Link {
 }
 
 /// A connection attempt that any number of callers can await.
-type Connecting = Shared<BoxFuture<'static, Result<RedisConnection, RedisError>>>;
+type Connecting = SharedTask<RedisConnection>;
 
 impl fmt::Debug for Link {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -79,17 +79,10 @@ impl Link {
             }
         }
         let target = self.target.clone();
-        let task = tokio::spawn(async move { target.connect().await });
-        let attempt = async move {
-            task.await.unwrap_or_else(|_| {
-                Err(RedisError::from((
-                    ErrorKind::Io,
-                    "the connection task ended without a connection",
-                )))
-            })
-        }
-        .boxed()
-        .shared();
+        let attempt = spawn_shared(
+            async move { target.connect().await },
+            "the connection task ended without a connection",
+        );
         *slot = Some(attempt.clone());
         attempt
     }
