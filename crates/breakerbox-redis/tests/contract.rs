@@ -82,3 +82,59 @@ async fn a_redis_breaker_behind_dyn_breaker_shares_its_trip() {
     eventually("a to see the reset", || a.phase() == Phase::Closed).await;
     assert!(a.acquire_now_or_later().await.is_ok());
 }
+
+/// A permit recorded where it lies (what the tower layer does) sends its outcome once, in
+/// both modes and behind `DynBreaker`: a second record and its drop send nothing (two
+/// failures would trip these breakers).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permit_recorded_in_place_counts_once() {
+    let server = RedisServer::start();
+    let config = Config::builder()
+        .consecutive_failures(2)
+        .recovery_timeout(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    for (name, mode) in [
+        ("in-place-view", Mode::default()),
+        ("in-place-strict", Mode::Strict),
+    ] {
+        let breaker = RedisBreaker::builder(server.url(), name)
+            .config(config.clone())
+            .mode(mode)
+            .timeout(Duration::from_millis(500))
+            .build()
+            .await
+            .unwrap();
+        let mut permit = Breaker::acquire(&breaker).await.unwrap();
+        permit
+            .record_in_place(breakerbox::Verdict::Failure, None, None)
+            .await;
+        permit
+            .record_in_place(breakerbox::Verdict::Failure, Some(Duration::ZERO), None)
+            .await;
+        drop(permit);
+        breaker.flush().await;
+        let snapshot = breaker.snapshot().await.unwrap();
+        assert_eq!(
+            (snapshot.phase, snapshot.consecutive_failures),
+            (Phase::Closed, 1),
+            "{mode:?}"
+        );
+        // Behind DynBreaker: its second failure is the second one, and trips.
+        let dynamic = DynBreaker::new(breaker.clone());
+        let mut permit = dynamic.acquire_now_or_later().await.unwrap();
+        permit
+            .record_in_place(breakerbox::Verdict::Failure, None, None)
+            .await;
+        permit
+            .record_in_place(breakerbox::Verdict::Failure, None, None)
+            .await;
+        drop(permit);
+        breaker.flush().await;
+        assert_eq!(
+            breaker.snapshot().await.unwrap().phase,
+            Phase::Open,
+            "{mode:?}"
+        );
+    }
+}

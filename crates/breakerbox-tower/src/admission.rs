@@ -139,6 +139,15 @@ impl<B: Breaker> Admission<B> {
         }
     }
 
+    /// Records `verdict` as [`Admission::record`] does, where the admission lies (a
+    /// future that holds it records without moving it out: moving it just after it was
+    /// stored stalls on store forwarding). Spent afterwards: dropping it releases nothing.
+    #[inline(always)]
+    pub(crate) fn record_in_place(&mut self, verdict: Verdict, latency: Duration) {
+        let latency = self.timer.is_some().then_some(latency);
+        drop(self.permit.record_in_place(verdict, latency, None));
+    }
+
     /// Records `verdict` with the dependency's retry hint (a judged `Retry-After`), which
     /// sets how long the breaker stays open if this outcome opens it.
     pub(crate) fn record_hinted(

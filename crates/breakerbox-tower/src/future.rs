@@ -93,11 +93,14 @@ where
                     state.set(State::TimedOut { elapsed });
                     return Poll::Ready(Err(Box::new(elapsed)));
                 };
-                if let Some((admission, judge)) = judged.take() {
+                // Recorded where it lies, then dropped spent: a call that completes at
+                // once would otherwise read the admission back as it is being stored.
+                if let Some((admission, judge)) = judged.as_mut() {
                     let latency = admission.latency();
                     let verdict = judge.judge(&outcome, latency);
-                    admission.record(verdict, latency);
+                    admission.record_in_place(verdict, latency);
                 }
+                *judged = None;
                 Poll::Ready(outcome.map_err(Into::into))
             }
         }

@@ -191,6 +191,40 @@ macro_rules! permit_methods {
                 self.finish(verdict, latency)
             }
 
+            /// [`BreakerPermit::record_in_place`](crate::contract::BreakerPermit::record_in_place):
+            /// records `verdict` unless the permit is spent, and spends it.
+            #[inline(always)]
+            pub(crate) fn record_spending(
+                &mut self,
+                verdict: Verdict,
+                latency: Option<Duration>,
+                retry_hint: Option<Duration>,
+            ) {
+                if self.done {
+                    return;
+                }
+                match (latency, retry_hint) {
+                    (None, None) => self.record_in_place(verdict),
+                    (latency, retry_hint) => {
+                        let latency = match latency {
+                            Some(latency) => Nanos::from_duration(latency),
+                            None if self.engine.timed => {
+                                self.engine.clock.elapsed_since(self.started)
+                            }
+                            None => Nanos::ZERO,
+                        };
+                        self.done = true;
+                        self.engine.record(
+                            self.generation,
+                            self.kind,
+                            verdict,
+                            latency,
+                            retry_hint.map(Nanos::from_duration),
+                        );
+                    }
+                }
+            }
+
             /// Records `verdict` for a breaker that measures no latency (so has no
             /// deadline) and marks the permit done.
             #[inline(always)]

@@ -143,4 +143,13 @@ impl<C: Clock + Clone> BreakerPermit for RedisPermit<C> {
     ) -> Recorded {
         RedisPermit::record_with_retry_hint(self, verdict, latency, retry_hint)
     }
+
+    fn record_in_place(
+        &mut self,
+        verdict: Verdict,
+        latency: Option<Duration>,
+        retry_hint: Option<Duration>,
+    ) -> Recorded {
+        RedisPermit::record_in_place(self, verdict, latency, retry_hint)
+    }
 }

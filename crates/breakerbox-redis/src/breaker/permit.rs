@@ -141,6 +141,25 @@ impl<C: Clock + Clone> RedisPermit<C> {
         latency: Duration,
         retry_hint: Option<Duration>,
     ) -> Recorded {
+        self.record_in_place(verdict, Some(latency), retry_hint)
+    }
+
+    /// Records `verdict` where the permit lies (as
+    /// [`BreakerPermit::record_in_place`](breakerbox::contract::BreakerPermit::record_in_place)):
+    /// with `latency`, or the latency measured since the acquire when it is `None`. The
+    /// permit is spent afterwards: a second record sends nothing, and its drop releases
+    /// nothing.
+    pub fn record_in_place(
+        &mut self,
+        verdict: Verdict,
+        latency: Option<Duration>,
+        retry_hint: Option<Duration>,
+    ) -> Recorded {
+        if self.done {
+            return Recorded::done();
+        }
+        let latency =
+            latency.unwrap_or_else(|| self.inner.clock.elapsed_since(self.started).as_duration());
         self.done = true;
         // Rule 22, judged here, in nanoseconds as in the model, before the outcome joins a
         // batch (so a late success is a failure there too) or goes to the fallback.

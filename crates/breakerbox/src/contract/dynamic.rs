@@ -314,6 +314,12 @@ trait ErasedPermit: Send + fmt::Debug + 'static {
         latency: Duration,
         retry_hint: Option<Duration>,
     ) -> DynRecorded;
+    fn record_in_place(
+        &mut self,
+        verdict: Verdict,
+        latency: Option<Duration>,
+        retry_hint: Option<Duration>,
+    ) -> DynRecorded;
 }
 
 impl<P: BreakerPermit + 'static> ErasedPermit for P {
@@ -340,6 +346,17 @@ impl<P: BreakerPermit + 'static> ErasedPermit for P {
         retry_hint: Option<Duration>,
     ) -> DynRecorded {
         DynRecorded::of((*self).record_with_retry_hint(verdict, latency, retry_hint))
+    }
+
+    fn record_in_place(
+        &mut self,
+        verdict: Verdict,
+        latency: Option<Duration>,
+        retry_hint: Option<Duration>,
+    ) -> DynRecorded {
+        DynRecorded::of(BreakerPermit::record_in_place(
+            self, verdict, latency, retry_hint,
+        ))
     }
 }
 
@@ -386,6 +403,15 @@ impl BreakerPermit for DynPermit {
     ) -> DynRecorded {
         self.inner
             .record_with_retry_hint(verdict, latency, retry_hint)
+    }
+
+    fn record_in_place(
+        &mut self,
+        verdict: Verdict,
+        latency: Option<Duration>,
+        retry_hint: Option<Duration>,
+    ) -> DynRecorded {
+        self.inner.record_in_place(verdict, latency, retry_hint)
     }
 }
 

@@ -141,6 +141,17 @@ macro_rules! contract_permit {
                 RecordedNow
             }
 
+            #[inline(always)]
+            fn record_in_place(
+                &mut self,
+                verdict: Verdict,
+                latency: Option<Duration>,
+                retry_hint: Option<Duration>,
+            ) -> RecordedNow {
+                <$ty>::record_spending(self, verdict, latency, retry_hint);
+                RecordedNow
+            }
+
             #[inline]
             fn record_with_retry_hint(
                 self,
