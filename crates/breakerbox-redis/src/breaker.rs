@@ -33,8 +33,8 @@ use crate::options::{Backoff, Fallback, LocalView, Mode};
 use crate::pubsub::{Listening, MIN_SUBSCRIBE_TIMEOUT};
 use crate::store::{BatchItem, ManualOp, RedisStore, StoreError};
 use crate::wire::{Reply, ReplyDecision};
-pub(crate) use news::news_of;
 use news::{micros_to_duration, ramp_now};
+pub(crate) use news::{news_of, Authority};
 use view::{View, ViewCell};
 
 /// At most this many lease tokens wait to be cancelled (older ones are left to expire).

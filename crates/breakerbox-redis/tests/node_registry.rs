@@ -109,15 +109,39 @@ async fn a_trip_through_one_node_is_seen_by_another_without_sending() {
         b_breaker.phase() == Phase::Open
     })
     .await;
-    let before = server.total_command_calls();
+    let before = server.calls_by_command();
     for _ in 0..1_000 {
         let rejected = b_breaker.acquire_now_or_later().await.unwrap_err();
         assert_eq!(rejected.phase(), Phase::Open);
     }
-    // INFO itself is counted once between the two readings; node b may also re-read the
-    // state once after the trip's announcement (not per call: 1,000 rejections).
-    let sent = server.total_command_calls() - before;
-    assert!(sent <= 3, "1,000 rejections sent {sent} commands");
+    // Node b may re-read the state after each announcement it hears late (the warm
+    // streak's and the trip's) and ask Redis once while one is pending: a few script
+    // calls, never one per call (1,000 rejections). The count is of script calls: the
+    // commands a script runs (`TIME`, `HMGET`) are counted in INFO apart, as is INFO.
+    let after = server.calls_by_command();
+    let sent = |command: &str| {
+        after.get(command).copied().unwrap_or(0) - before.get(command).copied().unwrap_or(0)
+    };
+    let scripts = sent("evalsha") + sent("eval");
+    assert!(
+        scripts <= 3,
+        "1,000 rejections sent {scripts} script calls: {after:?} after {before:?}"
+    );
+    let plain: u64 = after
+        .keys()
+        .filter(|c| {
+            ![
+                "evalsha", "eval", "info", "time", "hmget", "hset", "pexpire", "exists", "publish",
+                "spublish", "hdel", "del",
+            ]
+            .contains(&c.as_str())
+        })
+        .map(|c| sent(c))
+        .sum();
+    assert_eq!(
+        plain, 0,
+        "commands outside scripts: {after:?} after {before:?}"
+    );
     // Another key is untouched.
     let other = b.get(&"search.example.com:443".to_string()).unwrap();
     assert!(other.acquire_now_or_later().await.is_ok());

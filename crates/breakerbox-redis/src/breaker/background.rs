@@ -143,8 +143,10 @@ impl<C: Clock + Clone> Inner<C> {
     /// Redis's state.
     pub(crate) async fn refresh(&self) {
         let alerted = self.alerted.load(Ordering::Acquire);
+        // The view as the read is sent: a reply absorbed after it is newer than the read.
+        let since = self.view.writes();
         let result = match self.read_authoritative().await {
-            Ok(read) => self.adopt(read).await,
+            Ok(read) => self.adopt(read, since).await,
             Err(error) => Err(error),
         };
         // What Redis holds is now the view: an alert this read answers is over (one that

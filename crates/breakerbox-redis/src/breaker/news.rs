@@ -13,10 +13,26 @@ use crate::events::Stats;
 use crate::store::Answer;
 use crate::wire::{Reply, StoredState};
 
+/// How far news may take the view back.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Authority {
+    /// Not at all: news older than the view is refused (script replies, messages).
+    News,
+    /// A read this node sent when the view had had `.0` writes: it replaces the view
+    /// whatever its version (Redis may have lost state), unless the view was written
+    /// since. Then a reply absorbed meanwhile is newer than the read, which is taken as
+    /// news: another task's reply to a later write, absorbed between this read's
+    /// arrival and its adoption, was rolled back (a shadow switch undone, so an outage's
+    /// fallback rejected what shadow mode must admit).
+    ReadSince(u64),
+    /// Always: the end of an outage adopts what Redis holds.
+    Always,
+}
+
 impl<C: Clock + Clone> Inner<C> {
     /// Takes in what a script call (run with jitter sample `r`, if it took one)
-    /// answered: repairs, transitions and the view. `authoritative`: a read this node's
-    /// refresh made, which replaces the view whatever its version.
+    /// answered: repairs, transitions and the view. `authoritative`: Redis's state after
+    /// an outage, which replaces the view whatever its version.
     pub(crate) fn absorb(&self, answer: Answer, authoritative: bool, r: Option<f64>) -> Reply {
         Stats::add(&self.stats.redis_calls, 1);
         if let Some(reason) = answer.repaired {
@@ -27,7 +43,12 @@ impl<C: Clock + Clone> Inner<C> {
         if let Some(r) = r {
             self.settle_sample(r, &reply);
         }
-        self.observe(&reply.state, reply.now_us, authoritative);
+        let authority = if authoritative {
+            Authority::Always
+        } else {
+            Authority::News
+        };
+        self.observe(&reply.state, reply.now_us, authority);
         for t in &reply.transitions {
             self.emit(EventKind::Transition(*t));
         }
@@ -38,9 +59,9 @@ impl<C: Clock + Clone> Inner<C> {
     }
 
     /// Updates the view from `state` (as of Redis time `now_us`) if it is not older than
-    /// the view, or if `authoritative`. News of another incarnation (Redis lost the
-    /// state) asks for an authoritative re-read, which decides what to restore.
-    pub(crate) fn observe(&self, state: &StoredState, now_us: u64, authoritative: bool) -> bool {
+    /// the view, or if `authority` says it may be. News of another incarnation (Redis
+    /// lost the state) asks for an authoritative re-read, which decides what to restore.
+    pub(crate) fn observe(&self, state: &StoredState, now_us: u64, authority: Authority) -> bool {
         let ramp_us = self
             .config
             .ramp
@@ -50,8 +71,17 @@ impl<C: Clock + Clone> Inner<C> {
         let mut lost = false;
         #[cfg(feature = "metrics")]
         let before = self.view().phase;
-        let accepted = self.view.update(|v| {
+        let since = match authority {
+            Authority::ReadSince(since) => since,
+            Authority::News | Authority::Always => 0,
+        };
+        let accepted = self.view.update_since(since, |v, unchanged| {
             lost = v.known && v.incarnation != news.incarnation;
+            let authoritative = match authority {
+                Authority::News => false,
+                Authority::ReadSince(_) => unchanged,
+                Authority::Always => true,
+            };
             v.merge(&news, now, authoritative)
         });
         #[cfg(feature = "metrics")]

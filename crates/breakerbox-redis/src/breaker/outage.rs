@@ -29,7 +29,7 @@ use breakerbox::model::PermitKind;
 use breakerbox::{CircuitOpen, Clock, EventKind, Nanos, Phase};
 
 use super::permit::Route;
-use super::{news_of, Inner, RedisBreaker, RedisPermit};
+use super::{news_of, Authority, Inner, RedisBreaker, RedisPermit};
 use crate::events::Stats;
 use crate::options::Fallback;
 use crate::store::{Chain, ManualOp, StoreError};
@@ -130,20 +130,30 @@ impl<C: Clock + Clone> Inner<C> {
         Ok(self.absorb(answer, false, Some(r)))
     }
 
-    /// Takes in an authoritative read (a refresh): gives back what Redis lost, then
-    /// adopts Redis's state whatever its version.
-    pub(crate) async fn adopt(&self, read: Reply) -> Result<(), StoreError> {
+    /// Takes in an authoritative read (a refresh) sent when the view had had `since`
+    /// writes: gives back what Redis lost, then adopts Redis's state whatever its
+    /// version. If the view was written since the read was sent, what it holds is newer
+    /// than the read: nothing is given back, and the read is taken as news.
+    pub(crate) async fn adopt(&self, read: Reply, since: u64) -> Result<(), StoreError> {
         let mut latest = read;
-        if let Some(op) = self.restore_op(&latest) {
+        let mut since = since;
+        let restore = if self.view.writes() == since {
+            self.restore_op(&latest)
+        } else {
+            None
+        };
+        if let Some(op) = restore {
             tracing::warn!(
                 target: "breakerbox_redis",
                 breaker = self.name.as_str(),
                 pushed = op.name(),
                 "redis lost the breaker's state; restoring what this node knew"
             );
+            // The push's own reply, absorbed as news, is a write: then the view holds it.
+            since = self.view.writes();
             latest = self.push(op).await?;
         }
-        self.observe(&latest.state, latest.now_us, true);
+        self.observe(&latest.state, latest.now_us, Authority::ReadSince(since));
         Ok(())
     }
 
@@ -189,7 +199,7 @@ impl<C: Clock + Clone> Inner<C> {
                 }
             }
         }
-        self.observe(&latest.state, latest.now_us, true);
+        self.observe(&latest.state, latest.now_us, Authority::Always);
         self.local.reset();
         if let Ok(mut r) = self.local_trip.lock() {
             *r = None;
@@ -262,3 +272,7 @@ impl<C: Clock + Clone> RedisBreaker<C> {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "outage_tests.rs"]
+mod tests;

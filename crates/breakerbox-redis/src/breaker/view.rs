@@ -145,6 +145,24 @@ impl ViewCell {
         self.cell
             .update(|words| f(&decode(words)).map(|next| encode(&next)))
     }
+
+    /// How many times the view was replaced so far: what a caller notes before it sends
+    /// a read, to know later whether the view moved meanwhile.
+    pub(crate) fn writes(&self) -> u64 {
+        self.cell.writes()
+    }
+
+    /// As [`ViewCell::update`], with `f` also told whether the view is still the one of
+    /// write count `since` (no write was made since), decided under the writers' lock.
+    pub(crate) fn update_since(
+        &self,
+        since: u64,
+        f: impl FnOnce(&View, bool) -> Option<View>,
+    ) -> bool {
+        self.cell.update_counted(|words, writes| {
+            f(&decode(words), writes == since).map(|next| encode(&next))
+        })
+    }
 }
 
 fn encode(view: &View) -> [u64; 4] {

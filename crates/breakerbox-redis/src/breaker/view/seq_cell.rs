@@ -56,11 +56,23 @@ impl<const N: usize> SeqCell<N> {
         }
     }
 
+    /// How many writes were made so far (during a write: the ones before it).
+    #[inline]
+    pub(crate) fn writes(&self) -> u64 {
+        self.seq.load(Ordering::Acquire) / 2
+    }
+
     /// Replaces the words by `f(current)` if it gives some; returns whether it did.
     /// Writers serialise, so `f` sees the words of the write before this one.
     pub(crate) fn update(&self, f: impl FnOnce([u64; N]) -> Option<[u64; N]>) -> bool {
+        self.update_counted(|words, _| f(words))
+    }
+
+    /// As [`SeqCell::update`], with `f` also told how many writes were made before this
+    /// one (so that it can refuse to write over one made since the caller looked).
+    pub(crate) fn update_counted(&self, f: impl FnOnce([u64; N], u64) -> Option<[u64; N]>) -> bool {
         let _writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(next) = f(self.load()) else {
+        let Some(next) = f(self.load(), self.seq.load(Ordering::Relaxed) / 2) else {
             return false;
         };
         let s = self.seq.load(Ordering::Relaxed);
