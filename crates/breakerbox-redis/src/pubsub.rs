@@ -109,7 +109,6 @@ async fn listen_one<L: Listening>(
     mut ready: Option<oneshot::Sender<()>>,
 ) {
     let mut delay: Option<Duration> = None;
-    let mut first = true;
     loop {
         let Some((target, backoff, timeout)) = owner
             .upgrade()
@@ -136,12 +135,14 @@ async fn listen_one<L: Listening>(
                 if let Some(tx) = ready.take() {
                     let _ = tx.send(());
                 }
-                if !first {
-                    if let Some(owner) = owner.upgrade() {
-                        owner.resubscribed();
-                    }
+                // Messages sent before this subscription was up were missed: the first
+                // one's too (its breakers may have read their state before it, while it
+                // was slow or refused), so every listener re-reads. A node that took its
+                // views as current from then on re-read them only 30 refresh intervals
+                // apart, calling a tripped dependency all that time.
+                if let Some(owner) = owner.upgrade() {
+                    owner.resubscribed();
                 }
-                first = false;
                 delay = None;
                 if let Some(owner) = owner.upgrade() {
                     owner.live(true);

@@ -147,6 +147,80 @@ async fn a_trip_through_one_node_is_seen_by_another_without_sending() {
     assert!(other.acquire_now_or_later().await.is_ok());
 }
 
+/// A node whose subscription comes up only after its breakers read their state (here:
+/// its user may not subscribe until later; in production a slow or refused first
+/// subscribe) re-reads them when it does: a trip made in between is seen at once.
+/// Before, only a subscription made *again* asked for re-reads; after the first one the
+/// node took its views as current and, quiet, re-read them 30 refresh intervals apart,
+/// calling a tripped dependency all that time (`a_trip_through_one_node_…` timed out
+/// waiting for the trip on a busy host).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn breakers_read_before_the_first_subscription_read_again_when_it_is_up() {
+    let server = RedisServer::start();
+    let grant = |rule: &[&str]| {
+        let mut args = vec!["ACL", "SETUSER", "late"];
+        args.extend_from_slice(rule);
+        assert_eq!(server.command(&args).as_deref(), Some("+OK"), "{args:?}");
+    };
+    // `late` may do everything but subscribe, for now.
+    grant(&[
+        "on",
+        ">pw",
+        "~*",
+        "&*",
+        "+@all",
+        "-psubscribe",
+        "-subscribe",
+        "-ssubscribe",
+    ]);
+    let slow_refresh = |b: breakerbox_redis::RedisBreakerBuilder| {
+        b.prefix("first-sub:").mode(Mode::LocalView(LocalView {
+            refresh_interval: Duration::from_secs(10),
+            ..LocalView::default()
+        }))
+    };
+    let late_node =
+        RedisNode::connect(&format!("redis://late:pw@127.0.0.1:{}/", server.port())).unwrap();
+    let late = late_node
+        .registry_with(template(), 64, slow_refresh)
+        .unwrap();
+    let a_node = RedisNode::connect(&server.url()).unwrap();
+    let a = a_node.registry_with(template(), 64, slow_refresh).unwrap();
+    let key = "payments.example.com:443".to_string();
+    let b = late.get(&key).unwrap();
+    b.acquire_now_or_later().await.unwrap().success().await;
+    b.flush().await;
+    assert_eq!(b.phase(), Phase::Closed);
+    // A trips it; B, not subscribed, hears nothing.
+    let a_breaker = a.get(&key).unwrap();
+    subscribed(&server).await;
+    for _ in 0..3 {
+        a_breaker
+            .acquire_now_or_later()
+            .await
+            .unwrap()
+            .failure()
+            .await;
+    }
+    a_breaker.flush().await;
+    assert_eq!(a_breaker.phase(), Phase::Open);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(b.phase(), Phase::Closed, "B could not have heard");
+    // B may subscribe now: its first subscription comes up (its retries back off).
+    grant(&["+psubscribe", "+subscribe", "+ssubscribe"]);
+    // Both nodes subscribe to one pattern (NUMPAT counts patterns): count the clients.
+    wait_within("B's subscription", Duration::from_secs(20), || {
+        server
+            .command(&["CLIENT", "LIST"])
+            .is_some_and(|list| list.matches(" psub=1 ").count() == 2)
+    })
+    .await;
+    wait_within("B to see the trip", Duration::from_secs(2), || {
+        b.phase() == Phase::Open
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_breakers_are_evicted_and_open_ones_kept() {
     let server = RedisServer::start();
