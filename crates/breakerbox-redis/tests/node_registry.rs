@@ -100,6 +100,10 @@ async fn a_trip_through_one_node_is_seen_by_another_without_sending() {
         .success()
         .await;
     let a_breaker = a.get(&key).unwrap();
+    // Both nodes' subscriptions are up, and the re-reads they ask for (their breakers may
+    // have read before) are done.
+    subscriptions(&server, 2).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
     for _ in 0..3 {
         let permit = a_breaker.acquire_now_or_later().await.unwrap();
         permit.failure().await;
@@ -109,6 +113,8 @@ async fn a_trip_through_one_node_is_seen_by_another_without_sending() {
         b_breaker.phase() == Phase::Open
     })
     .await;
+    // The re-reads the announcements asked for are done too.
+    tokio::time::sleep(Duration::from_millis(200)).await;
     let before = server.calls_by_command();
     for _ in 0..1_000 {
         let rejected = b_breaker.acquire_now_or_later().await.unwrap_err();
@@ -208,13 +214,7 @@ async fn breakers_read_before_the_first_subscription_read_again_when_it_is_up() 
     assert_eq!(b.phase(), Phase::Closed, "B could not have heard");
     // B may subscribe now: its first subscription comes up (its retries back off).
     grant(&["+psubscribe", "+subscribe", "+ssubscribe"]);
-    // Both nodes subscribe to one pattern (NUMPAT counts patterns): count the clients.
-    wait_within("B's subscription", Duration::from_secs(20), || {
-        server
-            .command(&["CLIENT", "LIST"])
-            .is_some_and(|list| list.matches(" psub=1 ").count() == 2)
-    })
-    .await;
+    subscriptions(&server, 2).await;
     wait_within("B to see the trip", Duration::from_secs(2), || {
         b.phase() == Phase::Open
     })
@@ -359,6 +359,17 @@ async fn breakers_made_at_once_load_each_script_once() {
         .map(|(_, b)| b.stats().outages)
         .sum();
     eprintln!("{outages} outage episodes");
+}
+
+/// `nodes` nodes' subscriptions are up: they subscribe to one pattern (NUMPAT counts
+/// patterns, not subscribers), so the clients with a pattern subscription are counted.
+async fn subscriptions(server: &RedisServer, nodes: usize) {
+    wait_within("the nodes' subscriptions", Duration::from_secs(20), || {
+        server
+            .command(&["CLIENT", "LIST"])
+            .is_some_and(|list| list.matches(" psub=1 ").count() == nodes)
+    })
+    .await;
 }
 
 /// The node's subscription is up (its pattern subscription is the server's only one).
