@@ -167,10 +167,7 @@ macro_rules! permit_methods {
                 latency: Duration,
                 retry_hint: Option<Duration>,
             ) {
-                self.done = true;
-                self.engine.record(
-                    self.generation,
-                    self.kind,
+                self.finish_hinted(
                     verdict,
                     Nanos::from_duration(latency),
                     retry_hint.map(Nanos::from_duration),
@@ -213,14 +210,7 @@ macro_rules! permit_methods {
                             }
                             None => Nanos::ZERO,
                         };
-                        self.done = true;
-                        self.engine.record(
-                            self.generation,
-                            self.kind,
-                            verdict,
-                            latency,
-                            retry_hint.map(Nanos::from_duration),
-                        );
+                        self.finish_hinted(verdict, latency, retry_hint.map(Nanos::from_duration));
                     }
                 }
             }
@@ -238,9 +228,20 @@ macro_rules! permit_methods {
             /// drop releases nothing.
             #[inline(always)]
             pub(crate) fn finish(&mut self, verdict: Verdict, latency: Nanos) {
+                self.finish_hinted(verdict, latency, None)
+            }
+
+            /// [`Self::finish`] with the dependency's retry hint.
+            #[inline(always)]
+            fn finish_hinted(
+                &mut self,
+                verdict: Verdict,
+                latency: Nanos,
+                retry_hint: Option<Nanos>,
+            ) {
                 self.done = true;
                 self.engine
-                    .record(self.generation, self.kind, verdict, latency, None);
+                    .record(self.generation, self.kind, verdict, latency, retry_hint);
             }
         }
 

@@ -71,15 +71,11 @@ impl<C: Clock + Clone> Inner<C> {
         let mut lost = false;
         #[cfg(feature = "metrics")]
         let before = self.view().phase;
-        let since = match authority {
-            Authority::ReadSince(since) => since,
-            Authority::News | Authority::Always => 0,
-        };
-        let accepted = self.view.update_since(since, |v, unchanged| {
+        let accepted = self.view.update_counted(|v, writes| {
             lost = v.known && v.incarnation != news.incarnation;
             let authoritative = match authority {
                 Authority::News => false,
-                Authority::ReadSince(_) => unchanged,
+                Authority::ReadSince(since) => writes == since,
                 Authority::Always => true,
             };
             v.merge(&news, now, authoritative)

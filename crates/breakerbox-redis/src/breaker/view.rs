@@ -152,16 +152,11 @@ impl ViewCell {
         self.cell.writes()
     }
 
-    /// As [`ViewCell::update`], with `f` also told whether the view is still the one of
-    /// write count `since` (no write was made since), decided under the writers' lock.
-    pub(crate) fn update_since(
-        &self,
-        since: u64,
-        f: impl FnOnce(&View, bool) -> Option<View>,
-    ) -> bool {
-        self.cell.update_counted(|words, writes| {
-            f(&decode(words), writes == since).map(|next| encode(&next))
-        })
+    /// As [`ViewCell::update`], with `f` also told how many writes were made before this
+    /// one (under the writers' lock, so no write comes between).
+    pub(crate) fn update_counted(&self, f: impl FnOnce(&View, u64) -> Option<View>) -> bool {
+        self.cell
+            .update_counted(|words, writes| f(&decode(words), writes).map(|next| encode(&next)))
     }
 }
 
