@@ -12,7 +12,7 @@ fn breaker(clock: &ManualClock) -> CircuitBreaker<ManualClock> {
         .recovery_timeout(Duration::from_secs(10))
         .clock(clock.clone())
         .build()
-        .unwrap()
+        .expect("a valid config")
 }
 
 #[test]
