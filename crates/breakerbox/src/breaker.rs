@@ -280,22 +280,10 @@ impl<C: Clock> CircuitBreaker<C> {
         } else {
             Nanos::ZERO
         };
-        let verdict = judge.judge(&result, latency.as_duration());
-        if !self.engine.timed {
-            // No slow-call rule and no deadline: the engine has no use for the latency (a
-            // judge may have used it), and the permit takes the untimed path that
-            // `success()` takes, without rule 22's test.
-            match verdict {
-                Verdict::Success => permit.finish_untimed(Verdict::Success),
-                Verdict::Failure => permit.finish_untimed(Verdict::Failure),
-                Verdict::Ignore => permit.finish_untimed(Verdict::Ignore),
-            }
-        } else {
-            match verdict {
-                Verdict::Success => permit.finish(Verdict::Success, latency),
-                Verdict::Failure => permit.finish(Verdict::Failure, latency),
-                Verdict::Ignore => permit.finish(Verdict::Ignore, latency),
-            }
+        match judge.judge(&result, latency.as_duration()) {
+            Verdict::Success => permit.finish_measured(Verdict::Success, latency),
+            Verdict::Failure => permit.finish_measured(Verdict::Failure, latency),
+            Verdict::Ignore => permit.finish_measured(Verdict::Ignore, latency),
         }
         result.map_err(CallError::Inner)
     }

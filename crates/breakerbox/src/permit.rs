@@ -64,6 +64,17 @@ impl<C: Clock> Permit<'_, C> {
     pub(crate) fn started(&self) -> Stamp {
         self.started
     }
+
+    /// Records `verdict` for a call whose `latency` was measured when the breaker or its
+    /// judge needed it: a breaker that measures no latency (no slow-call rule, no
+    /// deadline) takes the untimed path, as `record_in_place` does.
+    #[inline(always)]
+    pub(crate) fn finish_measured(&mut self, verdict: Verdict, latency: Nanos) {
+        if !self.engine.timed {
+            return self.finish_untimed(verdict);
+        }
+        self.finish(verdict, latency)
+    }
 }
 
 impl<C: Clock> OwnedPermit<C> {
