@@ -263,7 +263,8 @@ impl<C: Clock> CircuitBreaker<C> {
     /// Each verdict gets its own call of the (inlined) record path, so that in each arm the
     /// verdict is a constant and the record path folds as it does for
     /// [`Permit::success`]: the common success of `call` costs what `try_acquire` and
-    /// `success` cost.
+    /// `success` cost. The `timed` flag `begin` took picks the untimed record path, so
+    /// the engine's own flag is not read (and tested) a second time.
     #[inline(always)]
     fn end<T, E, J>(
         &self,
@@ -280,10 +281,15 @@ impl<C: Clock> CircuitBreaker<C> {
         } else {
             Nanos::ZERO
         };
-        match judge.judge(&result, latency.as_duration()) {
-            Verdict::Success => permit.finish_measured(Verdict::Success, latency),
-            Verdict::Failure => permit.finish_measured(Verdict::Failure, latency),
-            Verdict::Ignore => permit.finish_measured(Verdict::Ignore, latency),
+        // Untimed (no latency rule, no latency judge), the breaker has no deadline to test
+        // either: the flag taken at `begin` says so, without reading the engine's again.
+        match (judge.judge(&result, latency.as_duration()), timed) {
+            (Verdict::Success, false) => permit.finish_untimed(Verdict::Success),
+            (Verdict::Failure, false) => permit.finish_untimed(Verdict::Failure),
+            (Verdict::Ignore, false) => permit.finish_untimed(Verdict::Ignore),
+            (Verdict::Success, true) => permit.finish_measured(Verdict::Success, latency),
+            (Verdict::Failure, true) => permit.finish_measured(Verdict::Failure, latency),
+            (Verdict::Ignore, true) => permit.finish_measured(Verdict::Ignore, latency),
         }
         result.map_err(CallError::Inner)
     }
