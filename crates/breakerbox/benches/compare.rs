@@ -2,17 +2,27 @@
 //! the steady state (every breaker built once, before the timed loop), for one and two
 //! threads, with every call succeeding and with mixed traffic (every 100th or every 10th
 //! call of each thread failing). Prints a markdown table of nanoseconds per protected no-op
-//! call.
+//! call: two tables, the median and the quietest sample of each.
 //!
 //! Run: `cargo bench -p breakerbox --bench compare`. Without `--bench` (as under
 //! `cargo test --benches`) it runs a short smoke pass whose numbers mean nothing.
 //!
-//! Method, per case and per library: warm up for about 100 ms, which also sizes a fixed
-//! number of iterations per thread (about 150 ms of work, between 200 thousand and 50
-//! million); then 5 measurements, each starting its threads on a `Barrier` and timing
-//! each thread's tight loop with `Instant`. A measurement's value is the slowest thread's
-//! elapsed time divided by the iterations per thread: wall time per call on each thread,
-//! as recloser's own benches report. The table shows the median of the 5.
+//! Method, per row (one case, one thread count): every column's operation is warmed up
+//! for about 100 ms, which also sizes a fixed number of iterations per thread (about 80 ms
+//! of work, between 200 thousand and 50 million). Then the columns are sampled in turns,
+//! 9 rounds, a different column first each round. A sample starts its threads on a
+//! `Barrier` and times each thread's tight loop with `Instant`; its value is the slowest
+//! thread's elapsed time divided by the iterations per thread: wall time per call on each
+//! thread, as recloser's own benches report.
+//!
+//! Why in turns: on the shared VMs we measure on, a neighbour slows a core by up to 70 %
+//! for seconds at a time (the same binary reads 7.5 ns a call for a second, 12.5 the next).
+//! Measured one after the other, a column could fall entirely in a slow phase and another
+//! in a fast one; in turns, every column of a row meets the same phases. The median says
+//! what a call costs on the machine as it was; the quietest sample what it costs when
+//! nothing else takes the core, the figure to compare code by. The last column, a fixed
+//! loop of arithmetic sampled in the same turns, shows how slow the machine was: its
+//! median over its quietest is the neighbour's toll during that row.
 //!
 //! On a busy machine (other processes competing for the cores) wall time counts the time a
 //! bench thread waits for a core. `-- --cpu-time` times each thread with its own CPU clock
@@ -34,7 +44,8 @@ use recloser::Recloser;
 
 /// A recovery timeout no measurement outlives, so an open breaker stays open.
 const LONG: Duration = Duration::from_secs(3600);
-const REPEATS: usize = 5;
+/// Samples per operation, taken in turns with the rest of its row.
+const ROUNDS: usize = 9;
 
 #[derive(Clone, Copy)]
 struct Plan {
@@ -46,7 +57,7 @@ struct Plan {
 
 const FULL: Plan = Plan {
     warm_up: Duration::from_millis(100),
-    target: Duration::from_millis(150),
+    target: Duration::from_millis(80),
     min_iters: 200_000,
     max_iters: 50_000_000,
 };
@@ -121,31 +132,125 @@ fn run<F: Fn() + Sync>(threads: usize, iters: u64, op: &F) -> f64 {
     slowest.as_nanos() as f64 / iters as f64
 }
 
-/// Warms up, sizes the iteration count, and returns the median of `REPEATS` runs.
-fn measure<F: Fn() + Sync>(plan: Plan, threads: usize, op: F) -> f64 {
+/// What one column measured: the median of its samples, and the quietest (the fastest:
+/// what the code costs when nothing else on the machine takes the core).
+#[derive(Clone, Copy)]
+struct Measured {
+    median: f64,
+    quietest: f64,
+}
+
+/// Which figure of a [`Measured`] a table shows.
+type Pick = fn(Measured) -> f64;
+
+/// Something to time: `sample` runs it `iters` times on each of `threads` threads.
+trait Sampler {
+    fn sample(&self, threads: usize, iters: u64) -> f64;
+}
+
+/// An operation to time, as a [`Sampler`]: the loop stays monomorphic, only the call per
+/// sample is dynamic.
+struct Op<F>(F);
+
+impl<F: Fn() + Sync> Sampler for Op<F> {
+    fn sample(&self, threads: usize, iters: u64) -> f64 {
+        run(threads, iters, &self.0)
+    }
+}
+
+/// Warms `op` up and sizes its iteration count to the plan's target time.
+fn size(plan: Plan, threads: usize, op: &dyn Sampler) -> u64 {
     let mut iters = 10_000u64;
     let warm_start = Instant::now();
-    let mut per_call = run(threads, iters, &op);
+    let mut per_call = op.sample(threads, iters);
     while warm_start.elapsed() < plan.warm_up {
         iters = (iters * 2).min(plan.max_iters);
-        per_call = run(threads, iters, &op);
+        per_call = op.sample(threads, iters);
     }
     let sized = (plan.target.as_nanos() as f64 / per_call.max(0.1)) as u64;
-    let iters = sized.clamp(plan.min_iters, plan.max_iters);
-    let mut samples: Vec<f64> = (0..REPEATS).map(|_| run(threads, iters, &op)).collect();
-    samples.sort_by(f64::total_cmp);
-    samples[REPEATS / 2]
+    sized.clamp(plan.min_iters, plan.max_iters)
+}
+
+/// Measures the operations of one row side by side: each is warmed up and sized alone,
+/// then they are sampled in turns, `ROUNDS` rounds with a different one first each round,
+/// so that a slow phase of a shared machine (seconds long on the hosts we measure on)
+/// falls on all of them alike instead of on whichever ran then.
+fn measure_all(plan: Plan, threads: usize, ops: &[&dyn Sampler]) -> Vec<Measured> {
+    let iters: Vec<u64> = ops.iter().map(|op| size(plan, threads, *op)).collect();
+    let mut samples: Vec<Vec<f64>> = vec![Vec::with_capacity(ROUNDS); ops.len()];
+    for round in 0..ROUNDS {
+        for turn in 0..ops.len() {
+            let i = (round + turn) % ops.len();
+            samples[i].push(ops[i].sample(threads, iters[i]));
+        }
+    }
+    samples
+        .into_iter()
+        .map(|mut s| {
+            s.sort_by(f64::total_cmp);
+            Measured {
+                median: s[s.len() / 2],
+                quietest: s[0],
+            }
+        })
+        .collect()
 }
 
 /// One row's worth of measurements: `None` where a library has no such case.
 struct Row {
     case: &'static str,
     threads: usize,
-    ours_permit: f64,
-    ours_contract: f64,
-    ours_call: f64,
-    failsafe: Option<f64>,
-    recloser: Option<f64>,
+    ours_permit: Measured,
+    ours_contract: Measured,
+    ours_call: Measured,
+    failsafe: Option<Measured>,
+    recloser: Option<Measured>,
+    /// [`reference`], sampled in the same turns: how fast the machine was meanwhile.
+    reference: Measured,
+}
+
+/// Fixed work that touches no shared memory: a chain of eight dependent multiplications
+/// (about 8 ns on a 3 GHz core). Sampled in turns with each row, its median against its
+/// quietest sample shows how much a neighbour slowed the core during that row.
+fn reference() -> impl Fn() + Sync {
+    || {
+        let mut x = black_box(0x9e37_79b9_7f4a_7c15u64);
+        for _ in 0..8 {
+            x = x.wrapping_mul(0x2545_f491_4f6c_dd1d) ^ (x >> 29);
+        }
+        black_box(x);
+    }
+}
+
+impl Row {
+    /// Measures breakerbox's three ways of calling and the peers that have this case side
+    /// by side (see [`measure_all`]).
+    fn measure(
+        plan: Plan,
+        threads: usize,
+        case: &'static str,
+        ours: [&dyn Sampler; 3],
+        failsafe: Option<&dyn Sampler>,
+        recloser: Option<&dyn Sampler>,
+    ) -> Row {
+        let fixed = Op(reference());
+        let mut ops: Vec<&dyn Sampler> = ours.to_vec();
+        ops.push(&fixed);
+        ops.extend(failsafe);
+        ops.extend(recloser);
+        let measured = measure_all(plan, threads, &ops);
+        let mut peers = measured[4..].iter().copied();
+        Row {
+            case,
+            threads,
+            ours_permit: measured[0],
+            ours_contract: measured[1],
+            ours_call: measured[2],
+            failsafe: failsafe.and_then(|_| peers.next()),
+            recloser: recloser.and_then(|_| peers.next()),
+            reference: measured[3],
+        }
+    }
 }
 
 fn ours_permit<C: breakerbox::Clock>(breaker: &CircuitBreaker<C>) -> impl Fn() + Sync + '_ {
@@ -286,24 +391,27 @@ fn recloser_call_mixed(breaker: &Recloser, every: u32) -> impl Fn() + Sync + '_ 
     }
 }
 
-/// A row with breakerbox's three columns measured under mixed traffic (the peers' left
-/// empty, for the caller to fill).
-fn ours_mixed(
+/// A mixed-traffic row: breakerbox's three columns and the peers given, side by side.
+fn mixed_row(
     plan: Plan,
     threads: usize,
     case: &'static str,
     breaker: &CircuitBreaker,
     every: u32,
+    failsafe: Option<&dyn Sampler>,
+    recloser: Option<&dyn Sampler>,
 ) -> Row {
-    Row {
-        case,
+    let permit = Op(ours_permit_mixed(breaker, every));
+    let contract = Op(ours_contract_mixed(breaker, every));
+    let call = Op(ours_call_mixed(breaker, every));
+    Row::measure(
+        plan,
         threads,
-        ours_permit: measure(plan, threads, ours_permit_mixed(breaker, every)),
-        ours_contract: measure(plan, threads, ours_contract_mixed(breaker, every)),
-        ours_call: measure(plan, threads, ours_call_mixed(breaker, every)),
-        failsafe: None,
-        recloser: None,
-    }
+        case,
+        [&permit, &contract, &call],
+        failsafe,
+        recloser,
+    )
 }
 
 /// Mixed traffic (every `every`-th call of each thread fails) against a failure rate of 0.5
@@ -321,11 +429,19 @@ fn mixed_count_window(plan: Plan, threads: usize, every: u32) -> Row {
         100 => "mixed 1 % failures, failure rate 0.5 over 100 calls",
         _ => "mixed 10 % failures, failure rate 0.5 over 100 calls",
     };
-    let row = Row {
-        failsafe: Some(measure(plan, threads, failsafe_call_mixed(&fs, every))),
-        recloser: Some(measure(plan, threads, recloser_call_mixed(&rc, every))),
-        ..ours_mixed(plan, threads, case, &breaker, every)
-    };
+    let (fs_op, rc_op) = (
+        Op(failsafe_call_mixed(&fs, every)),
+        Op(recloser_call_mixed(&rc, every)),
+    );
+    let row = mixed_row(
+        plan,
+        threads,
+        case,
+        &breaker,
+        every,
+        Some(&fs_op),
+        Some(&rc_op),
+    );
     assert_eq!(breaker.phase(), Phase::Closed);
     row
 }
@@ -351,10 +467,8 @@ fn mixed_time_window(plan: Plan, threads: usize, every: u32, buckets: u32) -> Ro
         (_, 10) => "mixed 10 % failures, failure rate 0.5 over 10 s (10 buckets)",
         _ => "mixed 10 % failures, failure rate 0.5 over 10 s (1,000 buckets)",
     };
-    let row = Row {
-        failsafe: Some(measure(plan, threads, failsafe_call_mixed(&fs, every))),
-        ..ours_mixed(plan, threads, case, &breaker, every)
-    };
+    let fs_op = Op(failsafe_call_mixed(&fs, every));
+    let row = mixed_row(plan, threads, case, &breaker, every, Some(&fs_op), None);
     assert_eq!(breaker.phase(), Phase::Closed);
     row
 }
@@ -374,15 +488,21 @@ fn closed_consecutive(plan: Plan, threads: usize) -> Row {
     // recloser has no consecutive-failure policy: its only policy is a failure rate over
     // a ring buffer; this is its default (closed_len 100, error rate 0.5).
     let rc = Recloser::custom().build();
-    let row = Row {
-        case: "closed success, consecutive failures (5)",
+    let (permit, contract, call) = (
+        Op(ours_permit(&breaker)),
+        Op(ours_contract(&breaker)),
+        Op(ours_call(&breaker)),
+    );
+    let fs_op = Op(failsafe_call(&fs));
+    let rc_op = Op(recloser_call(&rc));
+    let row = Row::measure(
+        plan,
         threads,
-        ours_permit: measure(plan, threads, ours_permit(&breaker)),
-        ours_contract: measure(plan, threads, ours_contract(&breaker)),
-        ours_call: measure(plan, threads, ours_call(&breaker)),
-        failsafe: Some(measure(plan, threads, failsafe_call(&fs))),
-        recloser: Some(measure(plan, threads, recloser_call(&rc))),
-    };
+        "closed success, consecutive failures (5)",
+        [&permit, &contract, &call],
+        Some(&fs_op),
+        Some(&rc_op),
+    );
     assert_eq!(breaker.phase(), Phase::Closed);
     assert!(fs.is_call_permitted());
     row
@@ -405,15 +525,21 @@ fn closed_count_window(plan: Plan, threads: usize) -> Row {
         ))
         .build();
     let rc = Recloser::custom().error_rate(0.5).closed_len(100).build();
-    let row = Row {
-        case: "closed success, failure rate 0.5 over 100 calls",
+    let (permit, contract, call) = (
+        Op(ours_permit(&breaker)),
+        Op(ours_contract(&breaker)),
+        Op(ours_call(&breaker)),
+    );
+    let fs_op = Op(failsafe_call(&fs));
+    let rc_op = Op(recloser_call(&rc));
+    let row = Row::measure(
+        plan,
         threads,
-        ours_permit: measure(plan, threads, ours_permit(&breaker)),
-        ours_contract: measure(plan, threads, ours_contract(&breaker)),
-        ours_call: measure(plan, threads, ours_call(&breaker)),
-        failsafe: Some(measure(plan, threads, failsafe_call(&fs))),
-        recloser: Some(measure(plan, threads, recloser_call(&rc))),
-    };
+        "closed success, failure rate 0.5 over 100 calls",
+        [&permit, &contract, &call],
+        Some(&fs_op),
+        Some(&rc_op),
+    );
     assert_eq!(breaker.phase(), Phase::Closed);
     assert!(fs.is_call_permitted());
     row
@@ -433,15 +559,20 @@ fn closed_time_window(plan: Plan, threads: usize) -> Row {
             backoff::constant(Duration::from_secs(30)),
         ))
         .build();
-    let row = Row {
-        case: "closed success, failure rate 0.5 over 10 s",
+    let (permit, contract, call) = (
+        Op(ours_permit(&breaker)),
+        Op(ours_contract(&breaker)),
+        Op(ours_call(&breaker)),
+    );
+    let fs_op = Op(failsafe_call(&fs));
+    let row = Row::measure(
+        plan,
         threads,
-        ours_permit: measure(plan, threads, ours_permit(&breaker)),
-        ours_contract: measure(plan, threads, ours_contract(&breaker)),
-        ours_call: measure(plan, threads, ours_call(&breaker)),
-        failsafe: Some(measure(plan, threads, failsafe_call(&fs))),
-        recloser: None,
-    };
+        "closed success, failure rate 0.5 over 10 s",
+        [&permit, &contract, &call],
+        Some(&fs_op),
+        None,
+    );
     assert_eq!(breaker.phase(), Phase::Closed);
     row
 }
@@ -479,15 +610,21 @@ fn open_rejection(plan: Plan, threads: usize) -> Row {
     }
     assert!(tripped, "recloser did not open after 100 failures");
 
-    let row = Row {
-        case: "open rejection (tripped by failures)",
+    let (permit, contract, call) = (
+        Op(ours_permit(&breaker)),
+        Op(ours_contract(&breaker)),
+        Op(ours_call(&breaker)),
+    );
+    let fs_op = Op(failsafe_call(&fs));
+    let rc_op = Op(recloser_call(&rc));
+    let row = Row::measure(
+        plan,
         threads,
-        ours_permit: measure(plan, threads, ours_permit(&breaker)),
-        ours_contract: measure(plan, threads, ours_contract(&breaker)),
-        ours_call: measure(plan, threads, ours_call(&breaker)),
-        failsafe: Some(measure(plan, threads, failsafe_call(&fs))),
-        recloser: Some(measure(plan, threads, recloser_call(&rc))),
-    };
+        "open rejection (tripped by failures)",
+        [&permit, &contract, &call],
+        Some(&fs_op),
+        Some(&rc_op),
+    );
     assert_eq!(breaker.phase(), Phase::Open);
     assert!(!fs.is_call_permitted());
     assert!(matches!(
@@ -542,30 +679,36 @@ fn main() {
     if !full {
         println!("(smoke run without --bench: the numbers below mean nothing)");
     }
-    if cpu_time {
-        println!(
-            "ns of thread CPU time per protected no-op call, median of {REPEATS}; with 2 \
-             threads: the slowest thread's CPU time / calls per thread\n"
-        );
+    let unit = if cpu_time {
+        "ns of thread CPU time per protected no-op call; with 2 threads: the slowest \
+         thread's CPU time / calls per thread"
     } else {
+        "ns per protected no-op call; with 2 threads: wall time per call on each thread \
+         (slowest thread's elapsed / calls per thread)"
+    };
+    let tables: [(&str, Pick); 2] = [
+        ("the median", |m| m.median),
+        ("the quietest (fastest)", |m| m.quietest),
+    ];
+    for (which, pick) in tables {
         println!(
-            "ns per protected no-op call, median of {REPEATS}; with 2 threads: wall time per \
-             call on each thread (slowest thread's elapsed / calls per thread)\n"
+            "\n{unit}: {which} of {ROUNDS} samples, taken in turns with the rest of the row\n"
         );
-    }
-    println!("| case | threads | breakerbox try_acquire+success | breakerbox contract | breakerbox call | failsafe 1.3.0 call | recloser 1.4.0 call |");
-    println!("|---|---:|---:|---:|---:|---:|---:|");
-    for row in &rows {
-        println!(
-            "| {} | {} | {:.1} | {:.1} | {:.1} | {} | {} |",
-            row.case,
-            row.threads,
-            row.ours_permit,
-            row.ours_contract,
-            row.ours_call,
-            cell(row.failsafe),
-            cell(row.recloser)
-        );
+        println!("| case | threads | breakerbox try_acquire+success | breakerbox contract | breakerbox call | failsafe 1.3.0 call | recloser 1.4.0 call | reference loop |");
+        println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+        for row in &rows {
+            println!(
+                "| {} | {} | {:.1} | {:.1} | {:.1} | {} | {} | {:.1} |",
+                row.case,
+                row.threads,
+                pick(row.ours_permit),
+                pick(row.ours_contract),
+                pick(row.ours_call),
+                cell(row.failsafe.map(pick)),
+                cell(row.recloser.map(pick)),
+                pick(row.reference)
+            );
+        }
     }
     println!(
         "\n(total {:.1} s; {} cores; 1-minute load average {} before, {} after)",
