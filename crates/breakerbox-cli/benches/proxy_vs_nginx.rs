@@ -246,8 +246,13 @@ fn table(protocol: Protocol, setup: &Setup, upstream: &upstream::Upstream, dir: 
     let mut p99s: Vec<Vec<f64>> = vec![Vec::new(); n];
     let mut usages: Vec<Vec<usage::PerRequest>> = vec![Vec::new(); n];
     let mut upstream_connections = vec![0u64; n];
-    for _ in 0..rounds {
-        for (i, target) in targets.iter().enumerate() {
+    // Each round starts one target later, so that no target always runs right after the
+    // same other (HAProxy, say, leaves the upstream closing the connections it opened)
+    // nor always at the same point of a slow phase of a shared machine.
+    for round in 0..rounds {
+        for turn in 0..n {
+            let i = (round + turn) % n;
+            let target = &targets[i];
             let load = loadavg();
             let before = target.pid.map(usage::Usage::of_tree);
             let (connections, resumed) = upstream.counters.read();
