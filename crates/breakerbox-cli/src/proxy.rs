@@ -20,6 +20,7 @@ mod h1;
 mod h2_server;
 mod headers;
 mod health;
+mod in_place;
 mod live;
 mod metrics;
 mod pool;

@@ -18,6 +18,7 @@ use super::download::{BodyFault, Download, Hold, Outcome, UpstreamJudge};
 use super::exchange::{self, Failed};
 use super::headers::{forwarded_for, header_bytes, strip_hop_by_hop};
 use super::health;
+use super::in_place;
 use super::metrics::{Recorder, UpstreamError};
 use super::pool::{Pool, SendError};
 use super::pool_h2::H2Pool;
@@ -223,16 +224,18 @@ impl Worker {
         let mut ticket = Some(ticket);
         // Boxed: the exchange's state is most of a request's, and the request's own future
         // is moved (copied) as it starts.
-        let sent = Box::pin(exchange::send(
-            &worker.pool,
-            &worker.h2,
-            slot,
-            &upstream.config.authority,
-            outgoing,
-            upload.as_deref(),
-            timeout,
-            &mut ticket,
-        ))
+        let sent = in_place::pinned(|| {
+            exchange::send(
+                &worker.pool,
+                &worker.h2,
+                slot,
+                &upstream.config.authority,
+                outgoing,
+                upload.as_deref(),
+                timeout,
+                &mut ticket,
+            )
+        })
         .await;
         let (judgement, response) = match sent {
             Err(Failed::Client(fault)) => {
@@ -339,18 +342,21 @@ impl Worker {
                     parts.headers.extend(tunnel_headers);
                     return Ok(Response::from_parts(parts, ProxyBody::empty()));
                 }
-                let mut download = Download::new(
-                    incoming,
-                    head.lent,
-                    head.latency,
-                    head.elapsed,
-                    proxy.limits.request_timeout,
-                    outcome,
-                );
+                // Boxed now, in place: the download is large, and the body keeps it boxed.
+                let mut download = in_place::boxed(|| {
+                    Download::new(
+                        incoming,
+                        head.lent,
+                        head.latency,
+                        head.elapsed,
+                        proxy.limits.request_timeout,
+                        outcome,
+                    )
+                });
                 let body = match read_up_to {
                     Some(cap) => match download.read_for_judging(cap).await {
                         Ok(Some(all)) => ProxyBody::full(all),
-                        Ok(None) => ProxyBody::Download(Box::new(download)),
+                        Ok(None) => ProxyBody::Download(download),
                         Err(fault) => {
                             let (status, error) = match fault {
                                 BodyFault::Timeout => {
@@ -366,7 +372,7 @@ impl Worker {
                             ));
                         }
                     },
-                    None => ProxyBody::Download(Box::new(download)),
+                    None => ProxyBody::Download(download),
                 };
                 strip_hop_by_hop(&mut parts.headers);
                 return Ok(Response::from_parts(parts, body));

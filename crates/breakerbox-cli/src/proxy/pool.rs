@@ -201,26 +201,32 @@ impl Pool {
         request: Request<ProxyBody>,
     ) -> Result<(Response<UpstreamBody>, Option<Lent>), SendError> {
         if h1::wants_inline(&request) {
-            return self.send_inline(slot, authority, request).await;
+            // Encoded here, so the request is not moved into the exchange's future.
+            let head = h1::encode_head(&request);
+            let is_head = request.method() == http::Method::HEAD;
+            let idempotent = request.method().is_idempotent();
+            drop(request);
+            return self
+                .send_inline(slot, authority, &head, is_head, idempotent)
+                .await;
         }
         let (response, lent) = Box::pin(self.send_hyper(slot, authority, request)).await?;
         Ok((response.map(UpstreamBody::Hyper), Some(lent)))
     }
 
-    /// [`Pool::send`] for a body-less request, on the inline client.
+    /// [`Pool::send`] for a body-less request whose encoded `head` is all there is to
+    /// send, on the inline client.
     async fn send_inline(
         &self,
         slot: usize,
         authority: &Authority,
-        request: Request<ProxyBody>,
+        head: &[u8],
+        is_head: bool,
+        idempotent: bool,
     ) -> Result<(Response<UpstreamBody>, Option<Lent>), SendError> {
-        let head = h1::encode_head(&request);
-        let is_head = request.method() == http::Method::HEAD;
-        let idempotent = request.method().is_idempotent();
-        drop(request);
         let idle = self.idle.get(slot).ok_or_else(no_slot)?;
         if let Some(conn) = self.take_inline(idle) {
-            match h1::exchange(conn, &head, is_head).await {
+            match h1::exchange(conn, head, is_head).await {
                 Ok((response, framing, conn)) => {
                     let home = Home { idle: idle.clone() };
                     let body = UpstreamBody::Inline(InlineBody::new(conn, framing, home));
@@ -238,7 +244,7 @@ impl Pool {
             }
         }
         let conn = self.connect_inline(slot, authority).await?;
-        match h1::exchange(conn, &head, is_head).await {
+        match h1::exchange(conn, head, is_head).await {
             Ok((response, framing, conn)) => {
                 let home = Home { idle: idle.clone() };
                 let body = UpstreamBody::Inline(InlineBody::new(conn, framing, home));

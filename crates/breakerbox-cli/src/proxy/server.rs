@@ -25,6 +25,7 @@ use super::balance::{Balance, Handoff, Load, Target};
 use super::body::{BoxError, ProxyBody};
 use super::grpc_reply;
 use super::h2_server::{self, Sniffed};
+use super::in_place;
 
 /// A handler's way to close a connection without answering (its client is gone).
 #[derive(Debug)]
@@ -232,7 +233,8 @@ where
             let grpc = grpc_reply::is_grpc(&request);
             // Boxed once here: hyper moves the service's future several times
             // per request, and the handler's state machine is kilobytes large.
-            let response = Box::pin(call(handler.clone(), request, peer));
+            let handler = handler.clone();
+            let response = in_place::pinned(move || call(handler, request, peer));
             async move {
                 let response = response.await?;
                 let response = if grpc {
