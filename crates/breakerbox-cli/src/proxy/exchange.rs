@@ -12,6 +12,7 @@ use http::{Request, Response};
 use tokio::time::Sleep;
 
 use super::body::ProxyBody;
+use super::in_place;
 use super::pool::{Lent, Pool, SendError};
 use super::pool_h2::H2Pool;
 use super::upload::{ClientFault, UploadState};
@@ -91,7 +92,7 @@ pub async fn send(
         match h2.get(slot) {
             None => pool.send(slot, authority, request).await,
             // Boxed: the HTTP/1.1 path's state stays as small as it was.
-            Some(h2) => Box::pin(h2.send(authority, request))
+            Some(h2) => in_place::pinned(|| h2.send(authority, request))
                 .await
                 .map(|response| (response.map(UpstreamBody::Hyper), None)),
         }

@@ -15,6 +15,7 @@ use hyper_util::rt::TokioIo;
 
 use super::body::{BoxError, ProxyBody};
 use super::h1::{self, Conn, H1Error, InlineBody, UpstreamIo};
+use super::in_place;
 use super::tls::UpstreamTls;
 use super::upstream_body::UpstreamBody;
 
@@ -210,7 +211,8 @@ impl Pool {
                 .send_inline(slot, authority, &head, is_head, idempotent)
                 .await;
         }
-        let (response, lent) = Box::pin(self.send_hyper(slot, authority, request)).await?;
+        let (response, lent) =
+            in_place::pinned(|| self.send_hyper(slot, authority, request)).await?;
         Ok((response.map(UpstreamBody::Hyper), Some(lent)))
     }
 
