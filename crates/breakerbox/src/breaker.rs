@@ -281,15 +281,10 @@ impl<C: Clock> CircuitBreaker<C> {
         } else {
             Nanos::ZERO
         };
-        // Untimed (no latency rule, no latency judge), the breaker has no deadline to test
-        // either: the flag taken at `begin` says so, without reading the engine's again.
-        match (judge.judge(&result, latency.as_duration()), timed) {
-            (Verdict::Success, false) => permit.finish_untimed(Verdict::Success),
-            (Verdict::Failure, false) => permit.finish_untimed(Verdict::Failure),
-            (Verdict::Ignore, false) => permit.finish_untimed(Verdict::Ignore),
-            (Verdict::Success, true) => permit.finish_measured(Verdict::Success, latency),
-            (Verdict::Failure, true) => permit.finish_measured(Verdict::Failure, latency),
-            (Verdict::Ignore, true) => permit.finish_measured(Verdict::Ignore, latency),
+        match judge.judge(&result, latency.as_duration()) {
+            Verdict::Success => permit.finish_measured(Verdict::Success, latency, timed),
+            Verdict::Failure => permit.finish_measured(Verdict::Failure, latency, timed),
+            Verdict::Ignore => permit.finish_measured(Verdict::Ignore, latency, timed),
         }
         result.map_err(CallError::Inner)
     }

@@ -65,12 +65,13 @@ impl<C: Clock> Permit<'_, C> {
         self.started
     }
 
-    /// Records `verdict` for a call whose `latency` was measured when the breaker or its
-    /// judge needed it: a breaker that measures no latency (no slow-call rule, no
-    /// deadline) takes the untimed path, as `record_in_place` does.
+    /// Records `verdict` for a call whose `latency` was measured when `timed` (the breaker
+    /// or its judge needed it): an untimed call, or a breaker that measures no latency (no
+    /// slow-call rule, no deadline), takes the untimed path, as `record_in_place` does.
+    /// `timed` is tested first, so an untimed call does not read the engine's flag.
     #[inline(always)]
-    pub(crate) fn finish_measured(&mut self, verdict: Verdict, latency: Nanos) {
-        if !self.engine.timed {
+    pub(crate) fn finish_measured(&mut self, verdict: Verdict, latency: Nanos, timed: bool) {
+        if !timed || !self.engine.timed {
             return self.finish_untimed(verdict);
         }
         self.finish(verdict, latency)
