@@ -33,8 +33,7 @@
 
 use std::cell::Cell;
 use std::hint::black_box;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Barrier;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use breakerbox::contract::{Breaker, BreakerPermit, LocalAdmission, RecordedNow};
@@ -42,160 +41,15 @@ use breakerbox::{CircuitBreaker, Phase};
 use failsafe::{backoff, failure_policy, CircuitBreaker as _};
 use recloser::Recloser;
 
+#[path = "compare/harness.rs"]
+mod harness;
+
+use harness::{
+    measure_all, reference, Measured, Op, Pick, Plan, Sampler, CPU_TIME, FULL, ROUNDS, SMOKE,
+};
+
 /// A recovery timeout no measurement outlives, so an open breaker stays open.
 const LONG: Duration = Duration::from_secs(3600);
-/// Samples per operation, taken in turns with the rest of its row.
-const ROUNDS: usize = 9;
-
-#[derive(Clone, Copy)]
-struct Plan {
-    warm_up: Duration,
-    target: Duration,
-    min_iters: u64,
-    max_iters: u64,
-}
-
-const FULL: Plan = Plan {
-    warm_up: Duration::from_millis(100),
-    target: Duration::from_millis(80),
-    min_iters: 200_000,
-    max_iters: 50_000_000,
-};
-
-const SMOKE: Plan = Plan {
-    warm_up: Duration::from_millis(2),
-    target: Duration::from_millis(2),
-    min_iters: 1_000,
-    max_iters: 100_000,
-};
-
-/// Whether `--cpu-time` asked for each thread's CPU clock instead of wall time.
-static CPU_TIME: AtomicBool = AtomicBool::new(false);
-
-/// A start time on the clock the run asked for.
-enum Stamp {
-    Wall(Instant),
-    #[cfg(target_os = "linux")]
-    Cpu(Duration),
-}
-
-#[cfg(target_os = "linux")]
-fn thread_cpu_time() -> Duration {
-    let ts = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
-    Duration::new(
-        u64::try_from(ts.tv_sec).unwrap_or(0),
-        u32::try_from(ts.tv_nsec).unwrap_or(0),
-    )
-}
-
-impl Stamp {
-    fn now() -> Stamp {
-        #[cfg(target_os = "linux")]
-        if CPU_TIME.load(Ordering::Relaxed) {
-            return Stamp::Cpu(thread_cpu_time());
-        }
-        Stamp::Wall(Instant::now())
-    }
-
-    fn elapsed(&self) -> Duration {
-        match self {
-            Stamp::Wall(start) => start.elapsed(),
-            #[cfg(target_os = "linux")]
-            Stamp::Cpu(start) => thread_cpu_time().saturating_sub(*start),
-        }
-    }
-}
-
-/// Runs `op` `iters` times on each of `threads` threads started together; returns the
-/// slowest thread's nanoseconds per call.
-fn run<F: Fn() + Sync>(threads: usize, iters: u64, op: &F) -> f64 {
-    let barrier = Barrier::new(threads);
-    let elapsed: Vec<Duration> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|_| {
-                s.spawn(|| {
-                    barrier.wait();
-                    let start = Stamp::now();
-                    for _ in 0..iters {
-                        op();
-                    }
-                    start.elapsed()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("a bench thread panicked"))
-            .collect()
-    });
-    let slowest = elapsed.into_iter().max().unwrap_or_default();
-    slowest.as_nanos() as f64 / iters as f64
-}
-
-/// What one column measured: the median of its samples, and the quietest (the fastest:
-/// what the code costs when nothing else on the machine takes the core).
-#[derive(Clone, Copy)]
-struct Measured {
-    median: f64,
-    quietest: f64,
-}
-
-/// Which figure of a [`Measured`] a table shows.
-type Pick = fn(Measured) -> f64;
-
-/// Something to time: `sample` runs it `iters` times on each of `threads` threads.
-trait Sampler {
-    fn sample(&self, threads: usize, iters: u64) -> f64;
-}
-
-/// An operation to time, as a [`Sampler`]: the loop stays monomorphic, only the call per
-/// sample is dynamic.
-struct Op<F>(F);
-
-impl<F: Fn() + Sync> Sampler for Op<F> {
-    fn sample(&self, threads: usize, iters: u64) -> f64 {
-        run(threads, iters, &self.0)
-    }
-}
-
-/// Warms `op` up and sizes its iteration count to the plan's target time.
-fn size(plan: Plan, threads: usize, op: &dyn Sampler) -> u64 {
-    let mut iters = 10_000u64;
-    let warm_start = Instant::now();
-    let mut per_call = op.sample(threads, iters);
-    while warm_start.elapsed() < plan.warm_up {
-        iters = (iters * 2).min(plan.max_iters);
-        per_call = op.sample(threads, iters);
-    }
-    let sized = (plan.target.as_nanos() as f64 / per_call.max(0.1)) as u64;
-    sized.clamp(plan.min_iters, plan.max_iters)
-}
-
-/// Measures the operations of one row side by side: each is warmed up and sized alone,
-/// then they are sampled in turns, `ROUNDS` rounds with a different one first each round,
-/// so that a slow phase of a shared machine (seconds long on the hosts we measure on)
-/// falls on all of them alike instead of on whichever ran then.
-fn measure_all(plan: Plan, threads: usize, ops: &[&dyn Sampler]) -> Vec<Measured> {
-    let iters: Vec<u64> = ops.iter().map(|op| size(plan, threads, *op)).collect();
-    let mut samples: Vec<Vec<f64>> = vec![Vec::with_capacity(ROUNDS); ops.len()];
-    for round in 0..ROUNDS {
-        for turn in 0..ops.len() {
-            let i = (round + turn) % ops.len();
-            samples[i].push(ops[i].sample(threads, iters[i]));
-        }
-    }
-    samples
-        .into_iter()
-        .map(|mut s| {
-            s.sort_by(f64::total_cmp);
-            Measured {
-                median: s[s.len() / 2],
-                quietest: s[0],
-            }
-        })
-        .collect()
-}
-
 /// One row's worth of measurements: `None` where a library has no such case.
 struct Row {
     case: &'static str,
@@ -209,19 +63,6 @@ struct Row {
     reference: Measured,
 }
 
-/// Fixed work that touches no shared memory: a chain of eight dependent multiplications
-/// (about 8 ns on a 3 GHz core). Sampled in turns with each row, its median against its
-/// quietest sample shows how much a neighbour slowed the core during that row.
-fn reference() -> impl Fn() + Sync {
-    || {
-        let mut x = black_box(0x9e37_79b9_7f4a_7c15u64);
-        for _ in 0..8 {
-            x = x.wrapping_mul(0x2545_f491_4f6c_dd1d) ^ (x >> 29);
-        }
-        black_box(x);
-    }
-}
-
 impl Row {
     /// Measures breakerbox's three ways of calling and the peers that have this case side
     /// by side (see [`measure_all`]).
@@ -229,12 +70,12 @@ impl Row {
         plan: Plan,
         threads: usize,
         case: &'static str,
-        ours: [&dyn Sampler; 3],
+        ours: [Box<dyn Sampler + '_>; 3],
         failsafe: Option<&dyn Sampler>,
         recloser: Option<&dyn Sampler>,
     ) -> Row {
         let fixed = Op(reference());
-        let mut ops: Vec<&dyn Sampler> = ours.to_vec();
+        let mut ops: Vec<&dyn Sampler> = ours.iter().map(|op| &**op).collect();
         ops.push(&fixed);
         ops.extend(failsafe);
         ops.extend(recloser);
@@ -391,27 +232,21 @@ fn recloser_call_mixed(breaker: &Recloser, every: u32) -> impl Fn() + Sync + '_ 
     }
 }
 
-/// A mixed-traffic row: breakerbox's three columns and the peers given, side by side.
-fn mixed_row(
-    plan: Plan,
-    threads: usize,
-    case: &'static str,
-    breaker: &CircuitBreaker,
-    every: u32,
-    failsafe: Option<&dyn Sampler>,
-    recloser: Option<&dyn Sampler>,
-) -> Row {
-    let permit = Op(ours_permit_mixed(breaker, every));
-    let contract = Op(ours_contract_mixed(breaker, every));
-    let call = Op(ours_call_mixed(breaker, every));
-    Row::measure(
-        plan,
-        threads,
-        case,
-        [&permit, &contract, &call],
-        failsafe,
-        recloser,
-    )
+/// Breakerbox's three ways of calling `breaker`: `try_acquire`+verdict, the contract, and
+/// `call`; every call succeeds, or with `every`, every `every`-th call of each thread fails.
+fn ours_ops(breaker: &CircuitBreaker, every: Option<u32>) -> [Box<dyn Sampler + '_>; 3] {
+    match every {
+        None => [
+            Box::new(Op(ours_permit(breaker))),
+            Box::new(Op(ours_contract(breaker))),
+            Box::new(Op(ours_call(breaker))),
+        ],
+        Some(every) => [
+            Box::new(Op(ours_permit_mixed(breaker, every))),
+            Box::new(Op(ours_contract_mixed(breaker, every))),
+            Box::new(Op(ours_call_mixed(breaker, every))),
+        ],
+    }
 }
 
 /// Mixed traffic (every `every`-th call of each thread fails) against a failure rate of 0.5
@@ -433,12 +268,11 @@ fn mixed_count_window(plan: Plan, threads: usize, every: u32) -> Row {
         Op(failsafe_call_mixed(&fs, every)),
         Op(recloser_call_mixed(&rc, every)),
     );
-    let row = mixed_row(
+    let row = Row::measure(
         plan,
         threads,
         case,
-        &breaker,
-        every,
+        ours_ops(&breaker, Some(every)),
         Some(&fs_op),
         Some(&rc_op),
     );
@@ -468,7 +302,14 @@ fn mixed_time_window(plan: Plan, threads: usize, every: u32, buckets: u32) -> Ro
         _ => "mixed 10 % failures, failure rate 0.5 over 10 s (1,000 buckets)",
     };
     let fs_op = Op(failsafe_call_mixed(&fs, every));
-    let row = mixed_row(plan, threads, case, &breaker, every, Some(&fs_op), None);
+    let row = Row::measure(
+        plan,
+        threads,
+        case,
+        ours_ops(&breaker, Some(every)),
+        Some(&fs_op),
+        None,
+    );
     assert_eq!(breaker.phase(), Phase::Closed);
     row
 }
@@ -488,18 +329,13 @@ fn closed_consecutive(plan: Plan, threads: usize) -> Row {
     // recloser has no consecutive-failure policy: its only policy is a failure rate over
     // a ring buffer; this is its default (closed_len 100, error rate 0.5).
     let rc = Recloser::custom().build();
-    let (permit, contract, call) = (
-        Op(ours_permit(&breaker)),
-        Op(ours_contract(&breaker)),
-        Op(ours_call(&breaker)),
-    );
     let fs_op = Op(failsafe_call(&fs));
     let rc_op = Op(recloser_call(&rc));
     let row = Row::measure(
         plan,
         threads,
         "closed success, consecutive failures (5)",
-        [&permit, &contract, &call],
+        ours_ops(&breaker, None),
         Some(&fs_op),
         Some(&rc_op),
     );
@@ -525,18 +361,13 @@ fn closed_count_window(plan: Plan, threads: usize) -> Row {
         ))
         .build();
     let rc = Recloser::custom().error_rate(0.5).closed_len(100).build();
-    let (permit, contract, call) = (
-        Op(ours_permit(&breaker)),
-        Op(ours_contract(&breaker)),
-        Op(ours_call(&breaker)),
-    );
     let fs_op = Op(failsafe_call(&fs));
     let rc_op = Op(recloser_call(&rc));
     let row = Row::measure(
         plan,
         threads,
         "closed success, failure rate 0.5 over 100 calls",
-        [&permit, &contract, &call],
+        ours_ops(&breaker, None),
         Some(&fs_op),
         Some(&rc_op),
     );
@@ -559,17 +390,12 @@ fn closed_time_window(plan: Plan, threads: usize) -> Row {
             backoff::constant(Duration::from_secs(30)),
         ))
         .build();
-    let (permit, contract, call) = (
-        Op(ours_permit(&breaker)),
-        Op(ours_contract(&breaker)),
-        Op(ours_call(&breaker)),
-    );
     let fs_op = Op(failsafe_call(&fs));
     let row = Row::measure(
         plan,
         threads,
         "closed success, failure rate 0.5 over 10 s",
-        [&permit, &contract, &call],
+        ours_ops(&breaker, None),
         Some(&fs_op),
         None,
     );
@@ -610,18 +436,13 @@ fn open_rejection(plan: Plan, threads: usize) -> Row {
     }
     assert!(tripped, "recloser did not open after 100 failures");
 
-    let (permit, contract, call) = (
-        Op(ours_permit(&breaker)),
-        Op(ours_contract(&breaker)),
-        Op(ours_call(&breaker)),
-    );
     let fs_op = Op(failsafe_call(&fs));
     let rc_op = Op(recloser_call(&rc));
     let row = Row::measure(
         plan,
         threads,
         "open rejection (tripped by failures)",
-        [&permit, &contract, &call],
+        ours_ops(&breaker, None),
         Some(&fs_op),
         Some(&rc_op),
     );
