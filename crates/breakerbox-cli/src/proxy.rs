@@ -30,6 +30,7 @@ mod reload;
 mod reply;
 mod server;
 mod target;
+mod timer_anchor;
 mod tls;
 mod tunnel;
 mod upload;
@@ -171,6 +172,7 @@ async fn serve(config: ProxyConfig, root: toml::Table, path: PathBuf) -> anyhow:
                     let listener = TcpListener::from_std(socket)?;
                     let station = Arc::new(Station::new(live));
                     tokio::spawn(station.clone().follow());
+                    tokio::spawn(timer_anchor::hold());
                     Ok(server::serve(
                         listener,
                         station,
