@@ -64,22 +64,31 @@ struct Row {
 }
 
 impl Row {
-    /// Measures breakerbox's three ways of calling and the peers that have this case side
-    /// by side (see [`measure_all`]).
+    /// Measures breakerbox's three ways of calling `breaker` (see [`ours_ops`]) and the
+    /// peers that have this case side by side (see [`measure_all`]), and checks that the
+    /// traffic left `breaker` in the phase it found it in (the case measured is the case
+    /// named).
     fn measure(
         plan: Plan,
         threads: usize,
         case: &'static str,
-        ours: [Box<dyn Sampler + '_>; 3],
+        (breaker, every): (&CircuitBreaker, Option<u32>),
         failsafe: Option<&dyn Sampler>,
         recloser: Option<&dyn Sampler>,
     ) -> Row {
+        let phase = breaker.phase();
+        let ours = ours_ops(breaker, every);
         let fixed = Op(reference());
         let mut ops: Vec<&dyn Sampler> = ours.iter().map(|op| &**op).collect();
         ops.push(&fixed);
         ops.extend(failsafe);
         ops.extend(recloser);
         let measured = measure_all(plan, threads, &ops);
+        assert_eq!(
+            breaker.phase(),
+            phase,
+            "{case}: the traffic moved the breaker"
+        );
         let mut peers = measured[4..].iter().copied();
         Row {
             case,
@@ -268,16 +277,14 @@ fn mixed_count_window(plan: Plan, threads: usize, every: u32) -> Row {
         Op(failsafe_call_mixed(&fs, every)),
         Op(recloser_call_mixed(&rc, every)),
     );
-    let row = Row::measure(
+    Row::measure(
         plan,
         threads,
         case,
-        ours_ops(&breaker, Some(every)),
+        (&breaker, Some(every)),
         Some(&fs_op),
         Some(&rc_op),
-    );
-    assert_eq!(breaker.phase(), Phase::Closed);
-    row
+    )
 }
 
 /// Mixed traffic against a failure rate of 0.5 over 10 s in `buckets` buckets.
@@ -302,16 +309,14 @@ fn mixed_time_window(plan: Plan, threads: usize, every: u32, buckets: u32) -> Ro
         _ => "mixed 10 % failures, failure rate 0.5 over 10 s (1,000 buckets)",
     };
     let fs_op = Op(failsafe_call_mixed(&fs, every));
-    let row = Row::measure(
+    Row::measure(
         plan,
         threads,
         case,
-        ours_ops(&breaker, Some(every)),
+        (&breaker, Some(every)),
         Some(&fs_op),
         None,
-    );
-    assert_eq!(breaker.phase(), Phase::Closed);
-    row
+    )
 }
 
 fn ours(build: breakerbox::Builder<breakerbox::MonotonicClock>) -> CircuitBreaker {
@@ -335,11 +340,10 @@ fn closed_consecutive(plan: Plan, threads: usize) -> Row {
         plan,
         threads,
         "closed success, consecutive failures (5)",
-        ours_ops(&breaker, None),
+        (&breaker, None),
         Some(&fs_op),
         Some(&rc_op),
     );
-    assert_eq!(breaker.phase(), Phase::Closed);
     assert!(fs.is_call_permitted());
     row
 }
@@ -367,11 +371,10 @@ fn closed_count_window(plan: Plan, threads: usize) -> Row {
         plan,
         threads,
         "closed success, failure rate 0.5 over 100 calls",
-        ours_ops(&breaker, None),
+        (&breaker, None),
         Some(&fs_op),
         Some(&rc_op),
     );
-    assert_eq!(breaker.phase(), Phase::Closed);
     assert!(fs.is_call_permitted());
     row
 }
@@ -391,16 +394,14 @@ fn closed_time_window(plan: Plan, threads: usize) -> Row {
         ))
         .build();
     let fs_op = Op(failsafe_call(&fs));
-    let row = Row::measure(
+    Row::measure(
         plan,
         threads,
         "closed success, failure rate 0.5 over 10 s",
-        ours_ops(&breaker, None),
+        (&breaker, None),
         Some(&fs_op),
         None,
-    );
-    assert_eq!(breaker.phase(), Phase::Closed);
-    row
+    )
 }
 
 fn open_rejection(plan: Plan, threads: usize) -> Row {
@@ -442,11 +443,10 @@ fn open_rejection(plan: Plan, threads: usize) -> Row {
         plan,
         threads,
         "open rejection (tripped by failures)",
-        ours_ops(&breaker, None),
+        (&breaker, None),
         Some(&fs_op),
         Some(&rc_op),
     );
-    assert_eq!(breaker.phase(), Phase::Open);
     assert!(!fs.is_call_permitted());
     assert!(matches!(
         rc.call(|| Ok::<_, ()>(())),
