@@ -21,6 +21,7 @@ mod concurrency;
 mod fields;
 mod health;
 mod keepalive;
+mod pin_workers;
 mod protocol;
 mod redis;
 mod tls;
@@ -45,9 +46,11 @@ pub struct ProxyConfig {
     pub limits: Limits,
     /// Shared breaker state, when configured.
     pub redis: Option<RedisConfig>,
-    /// Worker threads (each with its own event loop and accept socket); `None` for one
+    /// Worker threads (each with its own event loop and accept socket); `None` for two
     /// per CPU.
     pub workers: Option<usize>,
+    /// Whether each worker runs on a CPU of its own.
+    pub pin_workers: bool,
     /// The upstreams, in file order.
     pub upstreams: Vec<UpstreamConfig>,
     /// `[tls]`: the listener speaks HTTPS with this certificate, when set.
@@ -156,6 +159,7 @@ impl UpstreamConfig {
 const TOP_KEYS: &[&str] = &[
     "listen",
     "workers",
+    "pin_workers",
     "redis",
     "redis_prefix",
     "redis_options",
@@ -217,6 +221,7 @@ pub fn parse(text: &str) -> Result<ProxyConfig, Vec<String>> {
     if workers.is_some_and(|n| n > 1024) {
         errors.push("workers", "invalid value: expected at most 1024");
     }
+    let pin_workers = pin_workers::pin_workers(&root, &mut errors);
 
     let mut admin = AdminConfig {
         listen: SocketAddr::from(([127, 0, 0, 1], 9090)),
@@ -420,6 +425,7 @@ pub fn parse(text: &str) -> Result<ProxyConfig, Vec<String>> {
             limits,
             redis,
             workers,
+            pin_workers,
             upstreams,
             tls,
         }),

@@ -14,6 +14,7 @@ use super::super::config::ProxyConfig;
 pub struct Fixed {
     listen: SocketAddr,
     workers: Option<usize>,
+    pin_workers: bool,
     admin_listen: SocketAddr,
     admin_token: Option<String>,
     admin_hosts: Vec<String>,
@@ -32,6 +33,7 @@ impl Fixed {
         Fixed {
             listen: config.listen,
             workers: config.workers,
+            pin_workers: config.pin_workers,
             admin_listen: config.admin.listen,
             admin_token: config.admin.token.clone(),
             admin_hosts: config.admin.hosts.clone(),
@@ -69,6 +71,14 @@ impl Fixed {
             "workers",
             self.workers == next.workers,
             "worker threads start with the proxy".into(),
+        );
+        same(
+            "pin_workers",
+            self.pin_workers == next.pin_workers,
+            format!(
+                "worker threads are placed at start (running with `pin_workers = {}`; the file asks for {})",
+                self.pin_workers, next.pin_workers
+            ),
         );
         same(
             "admin.listen",
