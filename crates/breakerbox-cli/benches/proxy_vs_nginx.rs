@@ -15,8 +15,10 @@
 //! for wrk and h2load), `BENCH_H2_CLIENTS` (h2load's connections, 8) and
 //! `BENCH_H2_STREAMS` (its streams per connection, 4: 32 in flight, as wrk's),
 //! `BENCH_ROUNDS` (3), `BREAKERBOX_BIN` (another build of the proxy to measure),
-//! `BENCH_PROXY_EXTRA` (top-level lines added to the proxy's config, e.g. `workers = 4`),
-//! `BREAKERBOX_BASELINE_BIN` (an older build measured beside it, as a `baseline` row).
+//! `BENCH_PROXY_EXTRA` (top-level lines added to the proxy's config, e.g. `workers = 4`;
+//! `BENCH_BASELINE_EXTRA` replaces them for the baseline),
+//! `BREAKERBOX_BASELINE_BIN` (an older build measured beside it, as a `baseline` row),
+//! `BENCH_PEER_THREADS` (nginx's workers and HAProxy's threads, 2).
 
 #![allow(clippy::disallowed_methods, missing_docs)]
 

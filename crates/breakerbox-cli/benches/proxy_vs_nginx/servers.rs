@@ -1,6 +1,7 @@
-//! The three proxies, configured alike for one protocol: 2 workers each, keep-alive to
-//! the upstream with reuse, no request limit per connection on either side, and
-//! `X-Forwarded-For` added. For `http2` each listens for HTTP/2 with prior knowledge
+//! The three proxies, configured alike for one protocol: nginx's workers and HAProxy's
+//! threads one per CPU of the bench machine, as they ship (2, `BENCH_PEER_THREADS`), the
+//! proxy's workers at its default (two per CPU), keep-alive to the upstream with reuse,
+//! no request limit per connection on either side, and `X-Forwarded-For` added. For `http2` each listens for HTTP/2 with prior knowledge
 //! (nginx `listen ... http2` on a plain port, HAProxy `proto h2`, breakerbox's plain
 //! listener by the preface); for `tls` each checks the upstream's certificate against
 //! the bench's CA and the name `upstream.test` (sent as SNI), resuming TLS sessions.
@@ -64,8 +65,13 @@ impl Drop for Killed {
 }
 
 pub fn start_proxy(dir: &Path, setup: &Setup, binary: &str, name: &str) -> (Killed, SocketAddr) {
-    // BENCH_PROXY_EXTRA: top-level config lines to try (for example `workers = 4`).
+    // BENCH_PROXY_EXTRA: top-level config lines to try (for example `workers = 4`);
+    // BENCH_BASELINE_EXTRA, when set, replaces them for the `baseline` row.
     let extra = env_or("BENCH_PROXY_EXTRA", "");
+    let extra = match name {
+        "baseline" => env_or("BENCH_BASELINE_EXTRA", &extra),
+        _ => extra,
+    };
     let upstream = setup.upstream;
     let (scheme, tls) = match setup.upstream_ca {
         None => ("http", String::new()),
@@ -135,8 +141,9 @@ pub fn start_nginx(dir: &Path, setup: &Setup) -> (Killed, SocketAddr) {
             ),
         ),
     };
+    let threads = peer_threads();
     let config = format!(
-        "worker_processes 2;\ndaemon off;\npid {d}/nginx.pid;\nerror_log {d}/nginx-error.log warn;\n\
+        "worker_processes {threads};\ndaemon off;\npid {d}/nginx.pid;\nerror_log {d}/nginx-error.log warn;\n\
          events {{ worker_connections 4096; }}\n\
          http {{\n  access_log off;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n\
            fastcgi_temp_path {d}/fastcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n\
@@ -170,10 +177,11 @@ pub fn start_haproxy(dir: &Path, setup: &Setup) -> (Killed, SocketAddr) {
             ca.display()
         ),
     };
-    // Two threads (like nginx's two workers and the proxy's two), keep-alive to the
-    // upstream with connection reuse, X-Forwarded-For added as the others do.
+    // Two threads (like nginx's two workers), keep-alive to the upstream with connection
+    // reuse, X-Forwarded-For added as the others do.
+    let threads = peer_threads();
     let config = format!(
-        "global\n  nbthread 2\n  maxconn 4096\n\
+        "global\n  nbthread {threads}\n  maxconn 4096\n\
          defaults\n  mode http\n  timeout connect 5s\n  timeout client 30s\n  timeout server 30s\n\
          \x20 option http-keep-alive\n  option forwardfor\n  http-reuse always\n\
          frontend bench\n  bind 127.0.0.1:{port}{proto}\n  default_backend upstream\n\
@@ -184,6 +192,12 @@ pub fn start_haproxy(dir: &Path, setup: &Setup) -> (Killed, SocketAddr) {
     let mut haproxy = Command::new("haproxy");
     haproxy.arg("-db").arg("-f").arg(&path);
     spawn_listening(haproxy, "haproxy", port)
+}
+
+/// nginx's workers and HAProxy's threads: `BENCH_PEER_THREADS`, 2 by default (one per
+/// CPU of the bench machine, as each ships).
+fn peer_threads() -> usize {
+    env_or("BENCH_PEER_THREADS", "2").parse().unwrap_or(2)
 }
 
 /// Starts `command` (the Debian package `package`'s server, configured to listen on
