@@ -146,7 +146,7 @@ async fn serve(config: ProxyConfig, root: toml::Table, path: PathBuf) -> anyhow:
         }
     })?;
     let local = sockets[0].local_addr()?;
-    let pinned = pin_plan(config.pin_workers, workers)?;
+    let pinned = pinning::placement(config.pin_workers, workers)?;
     let admin_listener = TcpListener::bind(config.admin.listen)
         .await
         .with_context(|| format!("cannot listen on {} (admin)", config.admin.listen))?;
@@ -296,18 +296,6 @@ fn default_workers() -> usize {
     std::thread::available_parallelism()
         .map_or(2, |n| n.get().saturating_mul(2))
         .min(1024)
-}
-
-/// The CPU of each worker under `pin_workers = true`, or `None` to leave them to the
-/// scheduler.
-fn pin_plan(pin: bool, workers: usize) -> anyhow::Result<Option<Vec<usize>>> {
-    if !pin {
-        return Ok(None);
-    }
-    let allowed = pinning::allowed_cpus().map_err(|e| {
-        anyhow::anyhow!("pin_workers: cannot read the CPUs this process may use: {e}")
-    })?;
-    Ok(pinning::plan(workers, &allowed))
 }
 
 /// `n` listening sockets on `addr` sharing its port through SO_REUSEPORT (the kernel

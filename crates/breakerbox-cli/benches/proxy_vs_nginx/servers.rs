@@ -1,10 +1,11 @@
 //! The three proxies, configured alike for one protocol: nginx's workers and HAProxy's
 //! threads one per CPU of the bench machine, as they ship (2, `BENCH_PEER_THREADS`), the
 //! proxy's workers at its default (two per CPU), keep-alive to the upstream with reuse,
-//! no request limit per connection on either side, and `X-Forwarded-For` added. For `http2` each listens for HTTP/2 with prior knowledge
-//! (nginx `listen ... http2` on a plain port, HAProxy `proto h2`, breakerbox's plain
-//! listener by the preface); for `tls` each checks the upstream's certificate against
-//! the bench's CA and the name `upstream.test` (sent as SNI), resuming TLS sessions.
+//! no request limit per connection on either side, and `X-Forwarded-For` added. For
+//! `http2` each listens for HTTP/2 with prior knowledge (nginx `listen ... http2` on a
+//! plain port, HAProxy `proto h2`, breakerbox's plain listener by the preface); for `tls`
+//! each checks the upstream's certificate against the bench's CA and the name
+//! `upstream.test` (sent as SNI), resuming TLS sessions.
 
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -177,7 +178,7 @@ pub fn start_haproxy(dir: &Path, setup: &Setup) -> (Killed, SocketAddr) {
             ca.display()
         ),
     };
-    // Two threads (like nginx's two workers), keep-alive to the upstream with connection
+    // As many threads as nginx has workers, keep-alive to the upstream with connection
     // reuse, X-Forwarded-For added as the others do.
     let threads = peer_threads();
     let config = format!(

@@ -20,17 +20,29 @@
 /// plan(2, &[0, 1]) == Some([0, 1])
 /// plan(3, &[4, 5]) == Some([4, 5, 4])
 /// ```
-pub fn plan(workers: usize, allowed: &[usize]) -> Option<Vec<usize>> {
+fn plan(workers: usize, allowed: &[usize]) -> Option<Vec<usize>> {
     if allowed.is_empty() || workers == 0 {
         return None;
     }
     Some((0..workers).map(|i| allowed[i % allowed.len()]).collect())
 }
 
+/// The CPU of each of `workers` workers under `pin_workers = pin`, or `None` to leave
+/// them to the scheduler. Not knowing the allowed CPUs is an error only when pinning.
+pub fn placement(pin: bool, workers: usize) -> anyhow::Result<Option<Vec<usize>>> {
+    if !pin {
+        return Ok(None);
+    }
+    let allowed = allowed_cpus().map_err(|e| {
+        anyhow::anyhow!("pin_workers: cannot read the CPUs this process may use: {e}")
+    })?;
+    Ok(plan(workers, &allowed))
+}
+
 /// The CPUs this thread may run on (those of the process, for the thread that starts
 /// the workers), in increasing order.
 #[cfg(target_os = "linux")]
-pub fn allowed_cpus() -> std::io::Result<Vec<usize>> {
+fn allowed_cpus() -> std::io::Result<Vec<usize>> {
     let set = rustix::thread::sched_getaffinity(None)?;
     Ok((0..rustix::thread::CpuSet::MAX_CPU)
         .filter(|&cpu| set.is_set(cpu))
@@ -39,7 +51,7 @@ pub fn allowed_cpus() -> std::io::Result<Vec<usize>> {
 
 /// Not Linux: no affinity to read, so `pin_workers = true` refuses to start.
 #[cfg(not(target_os = "linux"))]
-pub fn allowed_cpus() -> std::io::Result<Vec<usize>> {
+fn allowed_cpus() -> std::io::Result<Vec<usize>> {
     Err(std::io::ErrorKind::Unsupported.into())
 }
 
