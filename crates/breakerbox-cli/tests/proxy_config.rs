@@ -167,6 +167,19 @@ fn ambiguous_or_meaningless_configs_are_errors_naming_the_key() {
             format!("{}[upstream.judge]\ngrpc = \"yes\"\n", with_url("http://127.0.0.1:1")),
             "upstream[0].judge",
         ),
+        // Every boolean key says the same about a value that is not one.
+        (
+            upstreams("route = \"/a/\"\nstrip_prefix = \"yes\"", "route = \"/b/\""),
+            "upstream[0].strip_prefix: expected a boolean (true or false), found string \"yes\"",
+        ),
+        (
+            format!("{}[upstream.tls]\nsystem_roots = 1\n", with_url("https://127.0.0.1:1")),
+            "upstream[0].tls.system_roots: expected a boolean (true or false), found integer 1",
+        ),
+        (
+            format!("pin_workers = \"auto\"\n{}", with_url("http://127.0.0.1:1")),
+            "pin_workers: expected a boolean (true or false), found string \"auto\"",
+        ),
     ] {
         let (ok, stderr) = check(&dir, "bad.toml", &config);
         assert!(!ok, "passed --check:\n{config}");

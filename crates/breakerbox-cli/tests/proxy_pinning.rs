@@ -145,8 +145,7 @@ fn a_bad_pin_workers_is_an_error_naming_the_key_and_cannot_change_on_reload() {
         let (ok, stderr) = check(&dir, "bad.toml", &config(&upstream, bad));
         assert!(!ok, "{bad} passed --check");
         assert!(
-            stderr.contains("pin_workers: invalid value")
-                && stderr.contains("expected true or false"),
+            stderr.contains("pin_workers: expected a boolean (true or false), found "),
             "{stderr}"
         );
     }

@@ -32,7 +32,9 @@ pub use keepalive::Keepalive;
 pub use protocol::Protocol;
 use redis::redis_options;
 
-use fields::{address, duration, join, positive, string, sub_table, type_name, valid_name, Errors};
+use fields::{
+    address, boolean, duration, join, positive, string, sub_table, type_name, valid_name, Errors,
+};
 use url::target;
 
 /// A validated proxy config.
@@ -488,17 +490,7 @@ fn upstream(
             "needs a `route` (path prefix) or a `host` (Host header) to match",
         );
     }
-    let strip_prefix = match table.get("strip_prefix") {
-        None => false,
-        Some(Value::Boolean(b)) => *b,
-        Some(other) => {
-            errors.push(
-                &join(path, "strip_prefix"),
-                format_args!("expected a boolean, found {}", type_name(other)),
-            );
-            false
-        }
-    };
+    let strip_prefix = boolean(table, "strip_prefix", path, errors).unwrap_or(false);
     let target = match string(table, "url", path, errors) {
         Some(url) => target(url, &join(path, "url"), errors),
         None => {

@@ -55,6 +55,24 @@ pub(super) fn string<'a>(
     }
 }
 
+/// The boolean at `key`: `None` when absent, or when it is not a boolean (reported with
+/// what it is, so `"yes"` and `1` get the same clear error at every boolean key).
+pub(super) fn boolean(table: &Table, key: &str, path: &str, errors: &mut Errors) -> Option<bool> {
+    match table.get(key)? {
+        Value::Boolean(b) => Some(*b),
+        other => {
+            errors.push(
+                &join(path, key),
+                format_args!(
+                    "expected a boolean (true or false), found {} {other}",
+                    type_name(other)
+                ),
+            );
+            None
+        }
+    }
+}
+
 pub(super) fn join(path: &str, key: &str) -> String {
     if path.is_empty() {
         key.to_string()

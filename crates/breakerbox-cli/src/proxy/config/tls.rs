@@ -11,7 +11,7 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use toml::{Table, Value};
 
-use super::fields::{join, string, type_name, Errors};
+use super::fields::{boolean, join, string, type_name, Errors};
 use super::Protocol;
 use crate::proxy::tls::{ListenerCert, ListenerTls, UpstreamTls};
 use rustls::sign::CertifiedKey;
@@ -57,17 +57,7 @@ pub(super) fn upstream_tls(
     let before = errors.0.len();
 
     let mut roots = RootCertStore::empty();
-    let system_roots = match table.get("system_roots") {
-        None => true,
-        Some(Value::Boolean(b)) => *b,
-        Some(other) => {
-            errors.push(
-                &join(&key, "system_roots"),
-                format_args!("expected a boolean, found {}", type_name(other)),
-            );
-            true
-        }
-    };
+    let system_roots = boolean(table, "system_roots", &key, errors).unwrap_or(true);
     if system_roots {
         // Unreadable system certificates are skipped, as every TLS client does.
         let native = rustls_native_certs::load_native_certs();
