@@ -29,6 +29,7 @@ mod pool_h2;
 mod probe_watch;
 mod reload;
 mod reply;
+mod requests;
 mod server;
 mod target;
 mod timer_anchor;
@@ -189,6 +190,7 @@ async fn serve(config: ProxyConfig, root: toml::Table, path: PathBuf) -> anyhow:
                         station,
                         |s: Arc<Station>, request, peer| s.worker().handle(request, peer),
                         limits.max_header_bytes,
+                        limits.idle_timeout,
                         stop,
                         limits.shutdown_grace,
                         Some(connection_limit),
@@ -234,6 +236,7 @@ async fn serve(config: ProxyConfig, root: toml::Table, path: PathBuf) -> anyhow:
             Ok(admin.handle(request).await)
         },
         16 * 1024,
+        limits.idle_timeout,
         stop_rx,
         limits.shutdown_grace,
         None,

@@ -84,6 +84,10 @@ pub struct Limits {
     /// A client that sends no byte of its request body for this long gets 408; its
     /// request is not judged.
     pub client_body_timeout: Duration,
+    /// A client connection with no request in flight for this long is closed: an
+    /// HTTP/1.1 connection waiting for its next request head (or one slow to send it), an
+    /// HTTP/2 connection with no stream open (GOAWAY first).
+    pub idle_timeout: Duration,
     /// On SIGINT/SIGTERM, requests in flight get this long to finish.
     pub shutdown_grace: Duration,
     /// Client connections served at once, over all workers (more wait to be accepted);
@@ -98,6 +102,7 @@ impl Default for Limits {
             max_body_bytes: 10 * 1024 * 1024,
             request_timeout: Duration::from_secs(30),
             client_body_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(10),
             max_connections: None,
         }
@@ -181,6 +186,7 @@ const LIMIT_KEYS: &[&str] = &[
     "max_body_bytes",
     "request_timeout",
     "client_body_timeout",
+    "idle_timeout",
     "shutdown_grace",
     "max_connections",
 ];
@@ -298,6 +304,9 @@ pub fn parse(text: &str) -> Result<ProxyConfig, Vec<String>> {
         }
         if let Some(d) = duration(table, "client_body_timeout", "limits", &mut errors) {
             limits.client_body_timeout = d;
+        }
+        if let Some(d) = duration(table, "idle_timeout", "limits", &mut errors) {
+            limits.idle_timeout = d;
         }
         if let Some(d) = duration(table, "shutdown_grace", "limits", &mut errors) {
             limits.shutdown_grace = d;

@@ -2,7 +2,10 @@
 //! the connection preface (peeked, not read: an HTTP/1.1 connection reaches hyper's
 //! HTTP/1 server untouched), and ALPN `h2` on the TLS listener. Streams are served by
 //! the same handler as HTTP/1.1 requests; shutdown sends GOAWAY and lets the streams in
-//! flight finish (the grace period is the caller's).
+//! flight finish (the grace period is the caller's). A connection with no stream for
+//! `limits.idle_timeout` is sent GOAWAY and closed, as an HTTP/1.1 connection that sends
+//! no request head for as long is: idle connections cannot hold the proxy's connection
+//! places for ever.
 
 use std::time::Duration;
 
@@ -13,13 +16,10 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use super::body::BoxError;
+use super::requests::Requests;
 
 /// The client connection preface of HTTP/2 (RFC 9113 §3.4).
 const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-
-/// How long a client may take to send the first bytes of its connection, as the
-/// HTTP/1.1 server's header read timeout.
-const FIRST_BYTES_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What a plain connection speaks, by its first bytes.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -46,8 +46,13 @@ fn classify(seen: &[u8]) -> Option<Sniffed> {
 }
 
 /// Peeks at the first bytes of `stream` (they stay in the socket for the server that
-/// serves it). A request's first byte is enough unless it is a `P`.
-pub async fn sniff(stream: &TcpStream, stop: &mut watch::Receiver<bool>) -> Sniffed {
+/// serves it), for at most `idle` (as long as the HTTP/1.1 server waits for a request
+/// head). A request's first byte is enough unless it is a `P`.
+pub async fn sniff(
+    stream: &TcpStream,
+    stop: &mut watch::Receiver<bool>,
+    idle: Duration,
+) -> Sniffed {
     let peek = async {
         let mut buf = [0u8; PREFACE.len()];
         loop {
@@ -63,7 +68,7 @@ pub async fn sniff(stream: &TcpStream, stop: &mut watch::Receiver<bool>) -> Snif
         }
     };
     tokio::select! {
-        sniffed = tokio::time::timeout(FIRST_BYTES_TIMEOUT, peek) => {
+        sniffed = tokio::time::timeout(idle, peek) => {
             sniffed.unwrap_or(Sniffed::Nothing)
         }
         _ = stop.wait_for(|s| *s) => Sniffed::Nothing,
@@ -78,13 +83,17 @@ pub fn builder(max_header_bytes: usize) -> hyper::server::conn::http2::Builder<T
     http
 }
 
-/// Serves HTTP/2 on `io` until the client closes it, or until shutdown: then GOAWAY, and
-/// the streams in flight finish.
+/// Serves HTTP/2 on `io` until the client closes it; until shutdown (then GOAWAY, and the
+/// streams in flight finish); or until it has had no request in flight for `idle` (then
+/// GOAWAY, and the connection ends once the client has seen it, or after another `idle`
+/// without a request from a client that never answers).
 pub async fn drive<I, S, B>(
     http: &hyper::server::conn::http2::Builder<TokioExecutor>,
     io: I,
     service: S,
     stop: &mut watch::Receiver<bool>,
+    requests: &Requests,
+    idle: Duration,
 ) where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     S: HttpService<Incoming, ResBody = B> + Send,
@@ -97,11 +106,25 @@ pub async fn drive<I, S, B>(
     let connection = http.serve_connection(TokioIo::new(io), service);
     tokio::pin!(connection);
     let stopped = tokio::select! {
-        _ = connection.as_mut() => false,
+        _ = connection.as_mut() => return,
         _ = stop.wait_for(|s| *s) => true,
+        _ = requests.idle_for(idle) => false,
     };
+    connection.as_mut().graceful_shutdown();
     if stopped {
-        connection.as_mut().graceful_shutdown();
+        let _ = connection.await;
+        return;
+    }
+    // Idle: the goodbye (GOAWAY, a PING to learn which streams the client had started,
+    // the final GOAWAY) needs the client's answer; a client that never gives it, and
+    // starts nothing, is closed after another idle stretch. Shutdown meanwhile closes
+    // it at once unless a stream started in the meantime.
+    let streams_to_finish = tokio::select! {
+        _ = connection.as_mut() => false,
+        _ = requests.idle_for(idle) => false,
+        _ = stop.wait_for(|s| *s) => requests.in_flight() > 0,
+    };
+    if streams_to_finish {
         let _ = connection.await;
     }
 }

@@ -26,6 +26,7 @@ use super::body::{BoxError, ProxyBody};
 use super::grpc_reply;
 use super::h2_server::{self, Sniffed};
 use super::in_place;
+use super::requests::{Active, Requests};
 
 /// A handler's way to close a connection without answering (its client is gone).
 #[derive(Debug)]
@@ -44,22 +45,6 @@ impl std::error::Error for Hangup {}
 pub struct Tracked {
     inner: ProxyBody,
     _active: Active,
-}
-
-/// One request in flight on a connection.
-struct Active(Arc<AtomicUsize>);
-
-impl Active {
-    fn new(count: &Arc<AtomicUsize>) -> Active {
-        count.fetch_add(1, Ordering::AcqRel);
-        Active(count.clone())
-    }
-}
-
-impl Drop for Active {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
 }
 
 impl Body for Tracked {
@@ -95,6 +80,7 @@ pub async fn serve<H, F>(
     handler: Arc<H>,
     call: fn(Arc<H>, Request<Incoming>, SocketAddr) -> F,
     max_buf_size: usize,
+    idle: Duration,
     mut stop: watch::Receiver<bool>,
     grace: Duration,
     limit: Option<Arc<Semaphore>>,
@@ -114,7 +100,7 @@ where
         .writev(false)
         .keep_alive(true)
         .max_buf_size(max_buf_size.max(8192))
-        .header_read_timeout(Duration::from_secs(30));
+        .header_read_timeout(idle);
     // Every connection task holds a sender: the channel closes when the last one ends.
     let (open_tx, mut open_rx) = mpsc::channel::<()>(1);
     let connections = Connections {
@@ -126,6 +112,7 @@ where
         open: Arc::new(AtomicUsize::new(0)),
         tls,
         h2: h2_server::builder(max_buf_size),
+        idle,
     };
     // A place under the connection limit, taken before accepting.
     let mut permit = None;
@@ -200,6 +187,8 @@ struct Connections<H, F> {
     tls: Option<TlsAcceptor>,
     /// HTTP/2, for clients that start with its preface or choose it by ALPN.
     h2: hyper::server::conn::http2::Builder<TokioExecutor>,
+    /// How long a connection may go without a request in flight.
+    idle: Duration,
 }
 
 impl<H, F> Connections<H, F>
@@ -225,8 +214,8 @@ where
     ) {
         let handler = self.handler.clone();
         let call = self.call;
-        let active = Arc::new(AtomicUsize::new(0));
-        let in_flight = active.clone();
+        let requests = Requests::new();
+        let in_flight = requests.clone();
         let service = service_fn(move |request| {
             let tracked = Active::new(&in_flight);
             // gRPC clients get the proxy's own answers as gRPC ones.
@@ -250,6 +239,7 @@ where
         });
         let http = self.http.clone();
         let h2 = self.h2.clone();
+        let idle = self.idle;
         let tls = self.tls.clone();
         let mut stop = self.stop.clone();
         let open_tx = self.open_tx.clone();
@@ -257,14 +247,16 @@ where
         open.fetch_add(1, Ordering::AcqRel);
         tokio::spawn(async move {
             match tls {
-                None => match h2_server::sniff(&stream, &mut stop).await {
+                None => match h2_server::sniff(&stream, &mut stop, idle).await {
                     Sniffed::Http1 => {
                         let connection = http
                             .serve_connection(TokioIo::new(stream), service)
                             .with_upgrades();
-                        drive(connection, &mut stop, &active).await;
+                        drive(connection, &mut stop, &requests).await;
                     }
-                    Sniffed::Http2 => h2_server::drive(&h2, stream, service, &mut stop).await,
+                    Sniffed::Http2 => {
+                        h2_server::drive(&h2, stream, service, &mut stop, &requests, idle).await
+                    }
                     Sniffed::Nothing => {}
                 },
                 Some(acceptor) => {
@@ -280,13 +272,13 @@ where
                     match accepted {
                         // ALPN chose HTTP/2.
                         Some(tls) if tls.get_ref().1.alpn_protocol() == Some(b"h2") => {
-                            h2_server::drive(&h2, tls, service, &mut stop).await;
+                            h2_server::drive(&h2, tls, service, &mut stop, &requests, idle).await;
                         }
                         Some(tls_stream) => {
                             let connection = http
                                 .serve_connection(TokioIo::new(tls_stream), service)
                                 .with_upgrades();
-                            drive(connection, &mut stop, &active).await;
+                            drive(connection, &mut stop, &requests).await;
                         }
                         None => {}
                     }
@@ -309,7 +301,7 @@ const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 async fn drive<I, S, B>(
     connection: UpgradeableConnection<I, S>,
     stop: &mut watch::Receiver<bool>,
-    active: &AtomicUsize,
+    requests: &Requests,
 ) where
     S: HttpService<Incoming, ResBody = B>,
     S::Error: Into<BoxError>,
@@ -323,7 +315,7 @@ async fn drive<I, S, B>(
         _ = stop.wait_for(|s| *s) => true,
     };
     // Serving no request (idle, or a head still arriving): close now.
-    if stopped && active.load(Ordering::Acquire) > 0 {
+    if stopped && requests.in_flight() > 0 {
         connection.as_mut().graceful_shutdown();
         let _ = connection.await;
     }

@@ -19,6 +19,7 @@ pub struct Fixed {
     admin_token: Option<String>,
     admin_hosts: Vec<String>,
     max_header_bytes: usize,
+    idle_timeout: Duration,
     shutdown_grace: Duration,
     max_connections: Option<usize>,
     redis: Option<(String, Option<String>)>,
@@ -38,6 +39,7 @@ impl Fixed {
             admin_token: config.admin.token.clone(),
             admin_hosts: config.admin.hosts.clone(),
             max_header_bytes: config.limits.max_header_bytes,
+            idle_timeout: config.limits.idle_timeout,
             shutdown_grace: config.limits.shutdown_grace,
             max_connections: config.limits.max_connections,
             redis: config
@@ -102,6 +104,11 @@ impl Fixed {
             "limits.max_header_bytes",
             self.max_header_bytes == next.max_header_bytes,
             "the listeners' parsers are set up at start".into(),
+        );
+        same(
+            "limits.idle_timeout",
+            self.idle_timeout == next.idle_timeout,
+            "the listeners' connections are set up at start".into(),
         );
         same(
             "limits.shutdown_grace",
