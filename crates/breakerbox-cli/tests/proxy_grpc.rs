@@ -18,19 +18,11 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use grpc::{Answer, GrpcServer};
-use harness::{eventually, temp_dir, ProxyProcess};
+use harness::{eventually, runtime, temp_dir, ProxyProcess};
 use http_body_util::StreamBody;
 use hyper::body::Frame;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tonic::Code;
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
 
 /// One worker (so one upstream connection), one gRPC upstream.
 fn config(upstream: SocketAddr, failures: u32) -> String {

@@ -18,20 +18,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use harness::{check, get, listeners, temp_dir, ProxyProcess};
+use harness::{check, get, listeners, runtime, temp_dir, ProxyProcess};
 use http_body_util::{BodyExt, Empty, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
 
 fn file(dir: &Path, name: &str) -> String {
     dir.join(name).to_string_lossy().into_owned()

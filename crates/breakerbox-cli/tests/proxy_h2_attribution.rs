@@ -13,15 +13,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use harness::{eventually, get, listeners, temp_dir, ProxyProcess, Upstream};
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
+use harness::{eventually, get, h2_connect, listeners, runtime, temp_dir, ProxyProcess, Upstream};
 
 fn config(upstream: &Upstream, breaker: &str, limits: &str) -> String {
     format!(
@@ -37,15 +29,9 @@ fn calls(proxy: &ProxyProcess, kind: &str) -> u64 {
         .unwrap()
 }
 
-/// An HTTP/2 client (prior knowledge) on a new connection to `addr`; the connection is
-/// driven by a task of its own.
+/// An HTTP/2 client on a new connection to `addr`.
 async fn connect(addr: SocketAddr) -> h2::client::SendRequest<Bytes> {
-    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let (client, connection) = h2::client::handshake(tcp).await.unwrap();
-    tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    client.ready().await.unwrap()
+    h2_connect(addr).await.0
 }
 
 /// A POST to `path` announcing `length` bytes of body, of which it sends `sent`.
@@ -64,6 +50,41 @@ fn post(
     body.send_data(Bytes::from(vec![b'x'; sent]), false)
         .unwrap();
     (response, body)
+}
+
+/// A proxy whose one breaker has just gone half-open (one probe at a time, one success
+/// to close, a minute to confirm), in front of an upstream that answered the failure
+/// that tripped it and now answers `answer` with 200.
+fn half_open(name: &str, answer: &str) -> (Upstream, ProxyProcess) {
+    let upstream = Upstream::start();
+    upstream.answer(500, "down");
+    let dir = temp_dir(name);
+    let proxy = ProxyProcess::start(
+        &dir,
+        &config(
+            &upstream,
+            "consecutive_failures = 1\nrecovery_timeout = \"300ms\"\nmax_probes = 1\nrequired_successes = 1\nhalf_open_timeout = \"60s\"",
+            "request_timeout = \"30s\"",
+        ),
+    );
+    assert_eq!(get(proxy.addr, "/payments/x").status, 500);
+    upstream.answer(200, answer);
+    std::thread::sleep(Duration::from_millis(400));
+    (upstream, proxy)
+}
+
+/// The probe: a GET on `client`, its 200 head taken, its body not yet read.
+async fn probe_answer(
+    client: &mut h2::client::SendRequest<Bytes>,
+    addr: SocketAddr,
+) -> h2::RecvStream {
+    let request = http::Request::get(format!("http://{addr}/payments/big"))
+        .body(())
+        .unwrap();
+    let (response, _) = client.send_request(request, true).unwrap();
+    let response = response.await.unwrap();
+    assert_eq!(response.status(), 200);
+    response.into_body()
 }
 
 #[test]
@@ -136,20 +157,7 @@ fn streams_that_stall_their_body_past_the_request_timeout_do_not_trip_the_breake
 
 #[test]
 fn a_stream_reset_mid_body_counts_for_nothing_and_gives_its_probe_slot_back() {
-    let upstream = Upstream::start();
-    upstream.answer(500, "down");
-    let dir = temp_dir("h2-reset-mid-body");
-    let proxy = ProxyProcess::start(
-        &dir,
-        &config(
-            &upstream,
-            "consecutive_failures = 1\nrecovery_timeout = \"300ms\"\nmax_probes = 1\nrequired_successes = 1\nhalf_open_timeout = \"60s\"",
-            "request_timeout = \"30s\"\nclient_body_timeout = \"30s\"",
-        ),
-    );
-    assert_eq!(get(proxy.addr, "/payments/x").status, 500);
-    upstream.answer(200, "ok");
-    std::thread::sleep(Duration::from_millis(400));
+    let (_upstream, proxy) = half_open("h2-reset-mid-body", "ok");
     let addr = proxy.addr;
     let rt = runtime();
     // The probe: a stream that sends part of its body, waits until the proxy holds it
@@ -183,33 +191,14 @@ fn a_stream_reset_mid_body_counts_for_nothing_and_gives_its_probe_slot_back() {
 
 #[test]
 fn a_probe_stream_reset_mid_response_is_not_judged_and_frees_its_slot() {
-    let upstream = Upstream::start();
-    upstream.answer(500, "down");
-    let dir = temp_dir("h2-reset-mid-response");
-    let proxy = ProxyProcess::start(
-        &dir,
-        &config(
-            &upstream,
-            "consecutive_failures = 1\nrecovery_timeout = \"300ms\"\nmax_probes = 1\nrequired_successes = 1\nhalf_open_timeout = \"60s\"",
-            "request_timeout = \"30s\"",
-        ),
-    );
-    assert_eq!(get(proxy.addr, "/payments/x").status, 500);
-    upstream.answer(200, &"z".repeat(24 * 1024 * 1024));
-    std::thread::sleep(Duration::from_millis(400));
+    let (upstream, proxy) = half_open("h2-reset-mid-response", &"z".repeat(24 * 1024 * 1024));
     let addr = proxy.addr;
     let rt = runtime();
     // The probe's client reads the head and a little of a large body, then resets the
     // stream (its connection stays open).
     let client = rt.block_on(async move {
         let mut client = connect(addr).await;
-        let request = http::Request::get(format!("http://{addr}/payments/big"))
-            .body(())
-            .unwrap();
-        let (response, _) = client.send_request(request, true).unwrap();
-        let response = response.await.unwrap();
-        assert_eq!(response.status(), 200);
-        let mut body = response.into_body();
+        let mut body = probe_answer(&mut client, addr).await;
         let first = body.data().await.unwrap().unwrap();
         assert!(!first.is_empty());
         // Dropping the last handle of an open stream resets it (CANCEL).
@@ -306,20 +295,7 @@ fn a_connection_that_opens_and_resets_streams_in_a_flood_is_bounded_and_others_a
 
 #[test]
 fn a_probe_stream_whose_client_stops_reading_gives_its_slot_back() {
-    let upstream = Upstream::start();
-    upstream.answer(500, "down");
-    let dir = temp_dir("h2-probe-reader-stalls");
-    let proxy = ProxyProcess::start(
-        &dir,
-        &config(
-            &upstream,
-            "consecutive_failures = 1\nrecovery_timeout = \"300ms\"\nmax_probes = 1\nrequired_successes = 1\nhalf_open_timeout = \"60s\"",
-            "request_timeout = \"30s\"",
-        ),
-    );
-    assert_eq!(get(proxy.addr, "/payments/x").status, 500);
-    upstream.answer(200, &"z".repeat(24 * 1024 * 1024));
-    std::thread::sleep(Duration::from_millis(400));
+    let (upstream, proxy) = half_open("h2-probe-reader-stalls", &"z".repeat(24 * 1024 * 1024));
     let addr = proxy.addr;
     let rt = runtime();
     // The probe's client takes the head and never reads the body: it gives no flow
@@ -327,13 +303,8 @@ fn a_probe_stream_whose_client_stops_reading_gives_its_slot_back() {
     // stream and its connection stay open.
     let stalled = rt.block_on(async move {
         let mut client = connect(addr).await;
-        let request = http::Request::get(format!("http://{addr}/payments/big"))
-            .body(())
-            .unwrap();
-        let (response, _) = client.send_request(request, true).unwrap();
-        let response = response.await.unwrap();
-        assert_eq!(response.status(), 200);
-        (client, response.into_body())
+        let body = probe_answer(&mut client, addr).await;
+        (client, body)
     });
     upstream.answer(200, "ok");
     assert!(

@@ -16,15 +16,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use harness::{admin_post, check, get, listeners, temp_dir, write, ProxyProcess, Upstream};
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
+use harness::{
+    admin_post, check, get, h2_connect, listeners, runtime, temp_dir, write, ProxyProcess, Upstream,
+};
 
 fn config(upstream: &Upstream, limits: &str) -> String {
     format!(
@@ -32,19 +26,6 @@ fn config(upstream: &Upstream, limits: &str) -> String {
         listeners(),
         upstream.url()
     )
-}
-
-/// An HTTP/2 client (prior knowledge) on a new connection to `addr`, and a receiver
-/// told when the connection has ended (its driver returned).
-async fn connect(addr: SocketAddr) -> (h2::client::SendRequest<Bytes>, mpsc::Receiver<()>) {
-    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let (client, connection) = h2::client::handshake(tcp).await.unwrap();
-    let (ended_tx, ended) = mpsc::channel();
-    tokio::spawn(async move {
-        let _ = connection.await;
-        let _ = ended_tx.send(());
-    });
-    (client.ready().await.unwrap(), ended)
 }
 
 async fn h2_get(client: &mut h2::client::SendRequest<Bytes>, addr: SocketAddr, path: &str) -> u16 {
@@ -74,7 +55,7 @@ fn an_idle_http2_connection_is_sent_goaway_and_closed_after_the_idle_timeout() {
     let addr = proxy.addr;
     let rt = runtime();
     let (client, ended, served_at) = rt.block_on(async move {
-        let (mut client, ended) = connect(addr).await;
+        let (mut client, ended) = h2_connect(addr).await;
         assert_eq!(h2_get(&mut client, addr, "/x").await, 200);
         (client, ended, Instant::now())
     });
@@ -108,7 +89,7 @@ fn a_stream_in_flight_keeps_its_http2_connection_open_past_the_idle_timeout() {
     let addr = proxy.addr;
     let rt = runtime();
     let (status, ended) = rt.block_on(async move {
-        let (mut client, ended) = connect(addr).await;
+        let (mut client, ended) = h2_connect(addr).await;
         let status = h2_get(&mut client, addr, "/slow").await;
         (status, ended)
     });
@@ -133,7 +114,7 @@ fn idle_http2_connections_cannot_hold_every_connection_place() {
     let held = rt.block_on(async move {
         let mut held = Vec::new();
         for _ in 0..2 {
-            let (mut client, ended) = connect(addr).await;
+            let (mut client, ended) = h2_connect(addr).await;
             assert_eq!(h2_get(&mut client, addr, "/x").await, 200);
             held.push((client, ended));
         }

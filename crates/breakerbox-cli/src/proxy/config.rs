@@ -21,7 +21,6 @@ mod concurrency;
 mod fields;
 mod health;
 mod keepalive;
-mod pin_workers;
 mod protocol;
 mod redis;
 mod tls;
@@ -229,7 +228,7 @@ pub fn parse(text: &str) -> Result<ProxyConfig, Vec<String>> {
     if workers.is_some_and(|n| n > 1024) {
         errors.push("workers", "invalid value: expected at most 1024");
     }
-    let pin_workers = pin_workers::pin_workers(&root, &mut errors);
+    let pin_workers = boolean(&root, "pin_workers", "", &mut errors).unwrap_or(false);
 
     let mut admin = AdminConfig {
         listen: SocketAddr::from(([127, 0, 0, 1], 9090)),

@@ -21,13 +21,13 @@ impl Requests {
 
     /// Requests started and not yet ended.
     pub fn in_flight(&self) -> usize {
-        // Ended first: a request that ends between the two reads is still counted, so
-        // the answer is never below the truth.
-        let ended = self.ended.load(Ordering::Acquire);
-        self.started.load(Ordering::Acquire).saturating_sub(ended)
+        let (started, ended) = self.reading();
+        started.saturating_sub(ended)
     }
 
-    /// Both counts at once, to tell whether anything happened between two readings.
+    /// Both counts (started, ended), to tell whether anything happened between two
+    /// readings. Ended is read first: a request that ends between the two reads is still
+    /// counted in flight, so the count is never below the truth.
     fn reading(&self) -> (usize, usize) {
         let ended = self.ended.load(Ordering::Acquire);
         (self.started.load(Ordering::Acquire), ended)
@@ -81,7 +81,6 @@ impl Drop for Active {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokio::time::Instant;
 
     #[test]
     fn requests_in_flight_are_those_started_and_not_ended() {
@@ -96,44 +95,45 @@ mod tests {
         assert_eq!(requests.in_flight(), 0);
     }
 
+    /// Whether `watcher` has returned once the paused clock has moved `by` on (timers
+    /// due by then have fired and their tasks have run).
+    async fn done_after(watcher: &tokio::task::JoinHandle<()>, by: Duration) -> bool {
+        tokio::time::sleep(by).await;
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        watcher.is_finished()
+    }
+
+    fn watch(requests: &Arc<Requests>, idle: Duration) -> tokio::task::JoinHandle<()> {
+        let requests = requests.clone();
+        tokio::spawn(async move { requests.idle_for(idle).await })
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_connection_without_requests_is_idle_after_the_idle_time() {
         let requests = Requests::new();
-        let started = Instant::now();
-        requests.idle_for(Duration::from_secs(8)).await;
-        let took = started.elapsed();
-        assert!(
-            took >= Duration::from_secs(8) && took <= Duration::from_secs(10),
-            "{took:?}"
-        );
+        let watcher = watch(&requests, Duration::from_secs(8));
+        // Idle from the start: not before 8 s, by 10 s.
+        assert!(!done_after(&watcher, Duration::from_millis(7_900)).await);
+        assert!(done_after(&watcher, Duration::from_millis(2_100)).await);
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_request_in_flight_or_one_that_just_ended_keeps_it_busy() {
         let requests = Requests::new();
         let active = Active::new(&requests);
-        let started = Instant::now();
-        let watcher = {
-            let requests = requests.clone();
-            tokio::spawn(async move { requests.idle_for(Duration::from_secs(8)).await })
-        };
+        let watcher = watch(&requests, Duration::from_secs(8));
         // In flight for 20 s: not idle.
-        tokio::time::sleep(Duration::from_secs(20)).await;
-        assert!(!watcher.is_finished());
+        assert!(!done_after(&watcher, Duration::from_secs(20)).await);
         drop(active);
         // Quick requests every 5 s (each starts and ends between two looks): not idle.
         for _ in 0..4 {
-            tokio::time::sleep(Duration::from_secs(5)).await;
+            assert!(!done_after(&watcher, Duration::from_secs(5)).await);
             drop(Active::new(&requests));
-            assert!(!watcher.is_finished());
         }
-        let last = Instant::now();
-        watcher.await.unwrap();
-        let idle = last.elapsed();
-        assert!(
-            idle >= Duration::from_secs(8) && idle <= Duration::from_secs(10),
-            "idle {idle:?} after the last request ({:?} in all)",
-            started.elapsed()
-        );
+        // After the last one: idle not before 8 s, by 10 s.
+        assert!(!done_after(&watcher, Duration::from_millis(7_900)).await);
+        assert!(done_after(&watcher, Duration::from_millis(2_100)).await);
     }
 }

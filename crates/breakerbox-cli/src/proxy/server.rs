@@ -215,9 +215,9 @@ where
         let handler = self.handler.clone();
         let call = self.call;
         let requests = Requests::new();
-        let in_flight = requests.clone();
+        let counted = requests.clone();
         let service = service_fn(move |request| {
-            let tracked = Active::new(&in_flight);
+            let tracked = Active::new(&counted);
             // gRPC clients get the proxy's own answers as gRPC ones.
             let grpc = grpc_reply::is_grpc(&request);
             // Boxed once here: hyper moves the service's future several times

@@ -673,3 +673,28 @@ pub fn check(dir: &Path, name: &str, config: &str) -> (bool, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// A two-thread tokio runtime for a test's clients.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// An HTTP/2 client (the `h2` crate's, prior knowledge) on a new connection to `addr`,
+/// its connection driven by a task of its own, and a receiver told when that connection
+/// has ended.
+pub async fn h2_connect(
+    addr: SocketAddr,
+) -> (h2::client::SendRequest<bytes::Bytes>, mpsc::Receiver<()>) {
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (client, connection) = h2::client::handshake(tcp).await.unwrap();
+    let (ended_tx, ended) = mpsc::channel();
+    tokio::spawn(async move {
+        let _ = connection.await;
+        let _ = ended_tx.send(());
+    });
+    (client.ready().await.unwrap(), ended)
+}
